@@ -1,0 +1,514 @@
+//! The three bridge tools that stand in for the deferred catalog:
+//! `tool_search(query, limit?)`, `tool_describe(name)` and
+//! `tool_call(name, arguments)`: their schemas and their handlers.
+//!
+//! `tool_call` does not run anything here: it resolves the real tool and
+//! its arguments into a [`ResolvedCall`] that the dispatch chain runs, with
+//! the real tool name, exactly as if the model had called it directly.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::assembly::Assembly;
+use crate::naming::{BRIDGE_TOOL_NAMES, is_bridge_name};
+use crate::tool::Tool;
+
+/// `tool_search`.
+pub const TOOL_SEARCH: &str = "tool_search";
+/// `tool_describe`.
+pub const TOOL_DESCRIBE: &str = "tool_describe";
+/// `tool_call`.
+pub const TOOL_CALL: &str = "tool_call";
+
+/// Longest description returned in a search match, in characters.
+pub const MATCH_DESCRIPTION_CHARS: usize = 400;
+
+/// How many close names an unknown-tool error suggests.
+pub const SUGGESTIONS: usize = 3;
+
+/// Schema of `tool_search`'s arguments.
+pub fn search_schema(default_limit: usize, max_limit: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "Keywords for the task or tool you need, e.g. \"create github issue\"."
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": max_limit,
+                "description": format!("How many matches to return (default {default_limit}, at most {max_limit}).")
+            }
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// Schema of `tool_describe`'s arguments.
+pub fn describe_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."}
+        },
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
+/// Schema of `tool_call`'s arguments.
+pub fn call_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."},
+            "arguments": {
+                "type": "object",
+                "description": "The tool's arguments, matching the schema from tool_describe (a JSON-encoded object string is accepted too)."
+            }
+        },
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
+/// A bridge request that cannot be carried out; the message is written for
+/// the model and says what to do instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BridgeError {
+    /// The bridge tool's arguments are not a JSON object.
+    #[error("{bridge} takes a JSON object of arguments, got {found}")]
+    NotAnObject {
+        /// Which bridge tool.
+        bridge: &'static str,
+        /// The JSON type received.
+        found: &'static str,
+    },
+    /// `name` is missing or not a string.
+    #[error("{bridge} needs `name`: the exact name of a tool (a string)")]
+    MissingName {
+        /// Which bridge tool.
+        bridge: &'static str,
+    },
+    /// `query` is missing or not a string.
+    #[error("tool_search needs `query`: keywords describing the tool you need (a string)")]
+    MissingQuery,
+    /// `limit` is not an integer.
+    #[error("tool_search `limit` must be an integer from 1 to {max}, got {found}")]
+    BadLimit {
+        /// The value received.
+        found: String,
+        /// The largest limit.
+        max: usize,
+    },
+    /// `tool_call` was asked to call a bridge tool.
+    #[error("`{name}` is a bridge tool; call it directly, not through tool_call")]
+    BridgeToolNamed {
+        /// The bridge tool named.
+        name: String,
+    },
+    /// `arguments` is a string that is not valid JSON.
+    #[error("arguments for `{tool}` are not valid JSON: {error}")]
+    InvalidArgumentsJson {
+        /// The tool.
+        tool: String,
+        /// The parser's message, with line and column.
+        error: String,
+    },
+    /// `arguments` is JSON but not an object.
+    #[error("arguments for `{tool}` must be a JSON object, got {found}")]
+    ArgumentsNotObject {
+        /// The tool.
+        tool: String,
+        /// The JSON type received.
+        found: &'static str,
+    },
+    /// No tool of that name exists.
+    #[error("unknown tool `{name}`{}", suggestion_text(.suggestions))]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// Up to three close in-scope names.
+        suggestions: Vec<String>,
+    },
+    /// The tool exists but this session was not granted it.
+    #[error("tool `{name}` is not available in this session")]
+    NotAvailable {
+        /// The name asked for.
+        name: String,
+    },
+    /// Required arguments are missing; the tool was not invoked.
+    #[error("`{tool}` was not called: missing required argument{} {}", if .missing.len() == 1 { "" } else { "s" }, quoted(.missing))]
+    MissingRequired {
+        /// The tool.
+        tool: String,
+        /// The missing argument names, in schema order.
+        missing: Vec<String>,
+        /// The tool's input schema, so the model can retry at once.
+        schema: Value,
+    },
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn suggestion_text(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        "; use tool_search to find tools".to_owned()
+    } else {
+        format!(
+            "; did you mean {}?",
+            suggestions
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+impl BridgeError {
+    /// A short stable code for the error kind.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BridgeError::NotAnObject { .. } => "arguments_not_object",
+            BridgeError::MissingName { .. } => "missing_name",
+            BridgeError::MissingQuery => "missing_query",
+            BridgeError::BadLimit { .. } => "bad_limit",
+            BridgeError::BridgeToolNamed { .. } => "bridge_tool_named",
+            BridgeError::InvalidArgumentsJson { .. } => "invalid_arguments_json",
+            BridgeError::ArgumentsNotObject { .. } => "arguments_not_object",
+            BridgeError::UnknownTool { .. } => "unknown_tool",
+            BridgeError::NotAvailable { .. } => "not_available",
+            BridgeError::MissingRequired { .. } => "missing_required_arguments",
+        }
+    }
+
+    /// The error as the JSON tool result the model receives.
+    pub fn to_json(&self) -> Value {
+        let mut out = json!({"error": self.code(), "message": self.to_string()});
+        match self {
+            BridgeError::UnknownTool { suggestions, .. } => {
+                out["suggestions"] = json!(suggestions);
+            }
+            BridgeError::MissingRequired {
+                missing, schema, ..
+            } => {
+                out["missing"] = json!(missing);
+                out["input_schema"] = schema.clone();
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// A tool call resolved to the real tool: what the dispatch chain runs.
+#[derive(Debug, Clone)]
+pub struct ResolvedCall {
+    /// The real tool.
+    pub tool: Arc<Tool>,
+    /// Its arguments (always an object).
+    pub arguments: Map<String, Value>,
+    /// Whether the model reached it through `tool_call`.
+    pub via_bridge: bool,
+}
+
+/// What a bridge tool call produced.
+#[derive(Debug, Clone)]
+pub enum BridgeOutcome {
+    /// `tool_search` or `tool_describe`: the JSON result for the model.
+    Answer(Value),
+    /// `tool_call`: the real call for the dispatch chain.
+    Dispatch(ResolvedCall),
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn object<'a>(
+    bridge: &'static str,
+    arguments: &'a Value,
+) -> Result<&'a Map<String, Value>, BridgeError> {
+    arguments.as_object().ok_or(BridgeError::NotAnObject {
+        bridge,
+        found: json_type(arguments),
+    })
+}
+
+fn name_argument<'a>(
+    bridge: &'static str,
+    arguments: &'a Map<String, Value>,
+) -> Result<&'a str, BridgeError> {
+    arguments
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or(BridgeError::MissingName { bridge })
+}
+
+fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// One match as `tool_search` reports it.
+pub fn match_json(tool: &Tool, score: f64) -> Value {
+    let mut entry = json!({
+        "name": tool.name(),
+        "source": tool.source().kind(),
+    });
+    if let Some(group) = tool.source().group() {
+        entry[if tool.source().kind() == "plugin" {
+            "plugin"
+        } else {
+            "server"
+        }] = json!(group);
+    }
+    entry["tool"] = json!(tool.original_name());
+    entry["description"] = json!(cut(tool.description(), MATCH_DESCRIPTION_CHARS));
+    entry["score"] = json!(round_score(score));
+    entry
+}
+
+/// Scores rounded to 6 decimals, so results print stably.
+pub fn round_score(score: f64) -> f64 {
+    (score * 1e6).round() / 1e6
+}
+
+/// `tool_search`.
+pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
+    let arguments = object(TOOL_SEARCH, arguments)?;
+    let query = arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .ok_or(BridgeError::MissingQuery)?;
+    let max = assembly.config().max_search_limit;
+    let limit = match arguments.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_i64()
+                .or_else(|| {
+                    value
+                        .as_f64()
+                        .filter(|f| f.fract() == 0.0)
+                        .map(|f| f as i64)
+                })
+                .ok_or_else(|| BridgeError::BadLimit {
+                    found: value.to_string(),
+                    max,
+                })?,
+        ),
+    };
+    let hits = assembly.search(query, limit);
+    let matches: Vec<Value> = hits
+        .iter()
+        .map(|hit| match_json(&hit.tool, hit.score))
+        .collect();
+    let mut out = json!({"query": query, "matches": matches});
+    if hits.is_empty() {
+        out["note"] = json!(empty_result_note(assembly, query));
+    }
+    Ok(out)
+}
+
+fn empty_result_note(assembly: &Assembly, query: &str) -> String {
+    let groups: Vec<&str> = assembly
+        .catalog()
+        .groups()
+        .iter()
+        .map(|g| g.name())
+        .collect();
+    if groups.is_empty() {
+        format!(
+            "No deferred tool matched `{query}`: no deferred tools are available in this session right now."
+        )
+    } else {
+        format!(
+            "No deferred tool matched `{query}`. Try other or fewer keywords, or a server name. Servers: {}.",
+            groups.join(", ")
+        )
+    }
+}
+
+/// `tool_describe`.
+pub fn describe(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
+    let arguments = object(TOOL_DESCRIBE, arguments)?;
+    let name = name_argument(TOOL_DESCRIBE, arguments)?;
+    if is_bridge_name(name) && assembly.has_bridge() {
+        let schema = assembly.bridge_schema(name).unwrap_or(Value::Null);
+        return Ok(json!({
+            "name": name,
+            "source": "bridge",
+            "input_schema": schema,
+            "note": "this bridge tool is already in your tool list; call it directly",
+        }));
+    }
+    let tool = lookup(assembly, name)?;
+    let mut out = json!({
+        "name": tool.name(),
+        "source": tool.source().kind(),
+    });
+    if let Some(group) = tool.source().group() {
+        out[if tool.source().kind() == "plugin" {
+            "plugin"
+        } else {
+            "server"
+        }] = json!(group);
+    }
+    out["tool"] = json!(tool.original_name());
+    out["description"] = json!(tool.description());
+    out["input_schema"] = tool.input_schema().clone();
+    if assembly.catalog().is_eager(tool.name()) {
+        out["note"] = json!("this tool is already in your tool list; call it directly");
+    }
+    Ok(out)
+}
+
+/// Finds an in-scope tool by exact name, or says why not.
+pub fn lookup<'a>(assembly: &'a Assembly, name: &str) -> Result<&'a Arc<Tool>, BridgeError> {
+    if let Some(tool) = assembly.catalog().find(name) {
+        return Ok(tool);
+    }
+    if assembly.snapshot().get(name).is_some() {
+        return Err(BridgeError::NotAvailable {
+            name: name.to_owned(),
+        });
+    }
+    Err(BridgeError::UnknownTool {
+        name: name.to_owned(),
+        suggestions: closest_names(assembly, name),
+    })
+}
+
+/// Up to [`SUGGESTIONS`] in-scope names closest to `name` (case-insensitive
+/// edit distance; ties by name). Out-of-scope names are never suggested.
+pub fn closest_names(assembly: &Assembly, name: &str) -> Vec<String> {
+    let wanted = name.trim().to_lowercase();
+    let mut scored: Vec<(f64, &str)> = assembly
+        .catalog()
+        .in_scope()
+        .map(|t| {
+            (
+                strsim::normalized_damerau_levenshtein(&wanted, &t.name().to_lowercase()),
+                t.name(),
+            )
+        })
+        .chain(
+            assembly
+                .has_bridge()
+                .then_some(BRIDGE_TOOL_NAMES)
+                .into_iter()
+                .flatten()
+                .map(|b| (strsim::normalized_damerau_levenshtein(&wanted, b), b)),
+        )
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .filter(|(similarity, _)| *similarity > 0.0)
+        .take(SUGGESTIONS)
+        .map(|(_, n)| n.to_owned())
+        .collect()
+}
+
+/// Resolves a call of `name` with raw `arguments` (an object, a JSON string
+/// of one, or null for none) to the real tool, checking scope and required
+/// arguments. Used for `tool_call` and for direct calls of deferred tools.
+pub fn resolve(
+    assembly: &Assembly,
+    name: &str,
+    arguments: Option<&Value>,
+    via_bridge: bool,
+) -> Result<ResolvedCall, BridgeError> {
+    if is_bridge_name(name) {
+        return Err(BridgeError::BridgeToolNamed {
+            name: name.to_owned(),
+        });
+    }
+    let tool = lookup(assembly, name)?;
+    let arguments = match arguments {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::String(text)) => {
+            let parsed: Value =
+                serde_json::from_str(text).map_err(|e| BridgeError::InvalidArgumentsJson {
+                    tool: tool.name().to_owned(),
+                    error: e.to_string(),
+                })?;
+            match parsed {
+                Value::Object(map) => map,
+                other => {
+                    return Err(BridgeError::ArgumentsNotObject {
+                        tool: tool.name().to_owned(),
+                        found: json_type(&other),
+                    });
+                }
+            }
+        }
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => {
+            return Err(BridgeError::ArgumentsNotObject {
+                tool: tool.name().to_owned(),
+                found: json_type(other),
+            });
+        }
+    };
+    let missing: Vec<String> = tool
+        .required_parameters()
+        .filter(|p| !arguments.contains_key(*p))
+        .map(str::to_owned)
+        .collect();
+    if !missing.is_empty() {
+        return Err(BridgeError::MissingRequired {
+            tool: tool.name().to_owned(),
+            missing,
+            schema: tool.input_schema().clone(),
+        });
+    }
+    Ok(ResolvedCall {
+        tool: tool.clone(),
+        arguments,
+        via_bridge,
+    })
+}
+
+/// `tool_call`: resolves the real call for the dispatch chain.
+pub fn call(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, BridgeError> {
+    let arguments = object(TOOL_CALL, arguments)?;
+    let name = name_argument(TOOL_CALL, arguments)?;
+    resolve(assembly, name, arguments.get("arguments"), true)
+}
+
+/// Runs bridge tool `bridge` (one of [`BRIDGE_TOOL_NAMES`]); `None` when
+/// `bridge` is not a bridge tool.
+pub fn handle(
+    assembly: &Assembly,
+    bridge: &str,
+    arguments: &Value,
+) -> Option<Result<BridgeOutcome, BridgeError>> {
+    Some(match bridge {
+        TOOL_SEARCH => search(assembly, arguments).map(BridgeOutcome::Answer),
+        TOOL_DESCRIBE => describe(assembly, arguments).map(BridgeOutcome::Answer),
+        TOOL_CALL => call(assembly, arguments).map(BridgeOutcome::Dispatch),
+        _ => return None,
+    })
+}

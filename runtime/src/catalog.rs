@@ -1,0 +1,230 @@
+//! The per-assembly catalog: which in-scope tools are sent eagerly and which
+//! are deferred behind the bridge, grouped per server or plugin.
+//!
+//! A catalog is derived from a registry snapshot, a scope and the `eager`
+//! globs, and from nothing else, so it can be rebuilt on every assembly (or
+//! cached under exactly that key) and can never drift from the live tools.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::config::ToolSearchConfig;
+use crate::registry::RegistrySnapshot;
+use crate::scope::Scope;
+use crate::search::SearchIndex;
+use crate::tool::{Tool, ToolSource};
+
+/// The deferred tools of one server or plugin, sorted by name.
+#[derive(Debug)]
+pub struct CatalogGroup {
+    source: ToolSource,
+    tools: Vec<Arc<Tool>>,
+}
+
+impl CatalogGroup {
+    /// The server or plugin name.
+    pub fn name(&self) -> &str {
+        self.source.group().unwrap_or("core")
+    }
+
+    /// The source (plugin or MCP server).
+    pub fn source(&self) -> &ToolSource {
+        &self.source
+    }
+
+    /// The deferred tools, sorted by exposed name.
+    pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.tools
+    }
+}
+
+/// Eager and deferred tools of one session at one registry generation.
+#[derive(Debug)]
+pub struct Catalog {
+    generation: u64,
+    eager: Vec<Arc<Tool>>,
+    groups: Vec<CatalogGroup>,
+    deferred_count: usize,
+    index: OnceLock<SearchIndex>,
+}
+
+impl Catalog {
+    /// Classifies the in-scope tools of `snapshot`. Core tools and `eager`
+    /// matches are eager; plugin and MCP tools are deferred, unless
+    /// `defer` is false, in which case every tool is eager.
+    pub fn build(
+        snapshot: &RegistrySnapshot,
+        scope: &Scope,
+        config: &ToolSearchConfig,
+        defer: bool,
+    ) -> Catalog {
+        let mut eager = Vec::new();
+        let mut groups: Vec<CatalogGroup> = Vec::new();
+        for group in snapshot.groups() {
+            let source = group.source();
+            // Deciding per toolset first keeps the per-tool glob matching off
+            // the common path (a fully granted server with no eager globs).
+            let whole_group = scope.allows_toolset(&source.toolset());
+            let mut deferred = Vec::new();
+            for tool in group.tools() {
+                if !whole_group && !scope.allows(tool) {
+                    continue;
+                }
+                if !defer || !source.is_deferrable() || config.is_eager(tool.name()) {
+                    eager.push(tool.clone());
+                } else {
+                    deferred.push(tool.clone());
+                }
+            }
+            if !deferred.is_empty() {
+                groups.push(CatalogGroup {
+                    source: source.clone(),
+                    tools: deferred,
+                });
+            }
+        }
+        eager.sort_by(|a, b| a.name().cmp(b.name()));
+        groups.sort_by(|a, b| (a.name(), a.source.kind()).cmp(&(b.name(), b.source.kind())));
+        let deferred_count = groups.iter().map(|g| g.tools.len()).sum();
+        Catalog {
+            generation: snapshot.generation(),
+            eager,
+            groups,
+            deferred_count,
+            index: OnceLock::new(),
+        }
+    }
+
+    /// The registry generation this catalog was built from.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Tools sent to the model with their full schema, sorted by name.
+    pub fn eager(&self) -> &[Arc<Tool>] {
+        &self.eager
+    }
+
+    /// Deferred tools per server or plugin, sorted by group name.
+    pub fn groups(&self) -> &[CatalogGroup] {
+        &self.groups
+    }
+
+    /// Number of deferred tools.
+    pub fn deferred_count(&self) -> usize {
+        self.deferred_count
+    }
+
+    /// Deferred tools in catalog order (group by group, name by name).
+    pub fn deferred(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.groups.iter().flat_map(|g| g.tools.iter())
+    }
+
+    /// Every in-scope tool, eager or deferred.
+    pub fn in_scope(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.eager.iter().chain(self.deferred())
+    }
+
+    /// Finds an in-scope tool by its exact exposed name.
+    pub fn find(&self, name: &str) -> Option<&Arc<Tool>> {
+        if let Ok(i) = self.eager.binary_search_by(|t| t.name().cmp(name)) {
+            return self.eager.get(i);
+        }
+        self.groups.iter().find_map(|g| {
+            g.tools
+                .binary_search_by(|t| t.name().cmp(name))
+                .ok()
+                .and_then(|i| g.tools.get(i))
+        })
+    }
+
+    /// Whether `name` is an eager tool of this catalog.
+    pub fn is_eager(&self, name: &str) -> bool {
+        self.eager.binary_search_by(|t| t.name().cmp(name)).is_ok()
+    }
+
+    /// The BM25 index over the deferred tools, built on first use.
+    pub fn index(&self) -> &SearchIndex {
+        self.index
+            .get_or_init(|| SearchIndex::build(self.deferred()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::registry::ToolRegistry;
+    use crate::tool::ToolSpec;
+    use serde_json::json;
+
+    fn registry() -> ToolRegistry {
+        let registry = ToolRegistry::new();
+        let spec = |n: &str| ToolSpec::new(n, "", json!({"type": "object"}));
+        registry.set_source_tools(ToolSource::Core, vec![spec("read_file")]);
+        registry.set_source_tools(
+            ToolSource::Plugin("text".into()),
+            vec![spec("b64"), spec("hash")],
+        );
+        registry.set_source_tools(
+            ToolSource::Mcp("github".into()),
+            vec![spec("issue"), spec("pr")],
+        );
+        registry
+    }
+
+    #[test]
+    fn core_is_eager_and_sources_are_deferred_per_group() {
+        let snapshot = registry().snapshot();
+        let config = ToolSearchConfig::default();
+        let catalog = Catalog::build(&snapshot, &Scope::all(), &config, true);
+        let eager: Vec<_> = catalog.eager().iter().map(|t| t.name()).collect();
+        assert_eq!(eager, ["read_file"]);
+        let groups: Vec<_> = catalog
+            .groups()
+            .iter()
+            .map(|g| (g.name(), g.tools().len()))
+            .collect();
+        assert_eq!(groups, [("github", 2), ("text", 2)]);
+        assert_eq!(catalog.deferred_count(), 4);
+    }
+
+    #[test]
+    fn eager_globs_keep_tools_out_of_the_catalog() {
+        let snapshot = registry().snapshot();
+        let config = parse(
+            "tools:\n  tool_search:\n    eager: [\"mcp_github_*\"]\n",
+            "q",
+        )
+        .unwrap()
+        .config
+        .tool_search;
+        let catalog = Catalog::build(&snapshot, &Scope::all(), &config, true);
+        let eager: Vec<_> = catalog.eager().iter().map(|t| t.name()).collect();
+        assert_eq!(eager, ["mcp_github_issue", "mcp_github_pr", "read_file"]);
+        assert_eq!(catalog.deferred_count(), 2);
+    }
+
+    #[test]
+    fn scope_limits_what_the_catalog_holds() {
+        let snapshot = registry().snapshot();
+        let scope = Scope::new(["core", "mcp_github_pr"]).unwrap();
+        let catalog = Catalog::build(&snapshot, &scope, &ToolSearchConfig::default(), true);
+        let names: Vec<_> = catalog.in_scope().map(|t| t.name()).collect();
+        assert_eq!(names, ["read_file", "mcp_github_pr"]);
+        assert!(catalog.find("b64").is_none());
+        assert!(catalog.find("mcp_github_pr").is_some());
+    }
+
+    #[test]
+    fn no_deferral_makes_everything_eager() {
+        let snapshot = registry().snapshot();
+        let catalog = Catalog::build(
+            &snapshot,
+            &Scope::all(),
+            &ToolSearchConfig::default(),
+            false,
+        );
+        assert_eq!(catalog.eager().len(), 5);
+        assert_eq!(catalog.deferred_count(), 0);
+    }
+}

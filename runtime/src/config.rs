@@ -1,0 +1,631 @@
+//! `quiver.yaml`: the raw shape serde reads, and the validated [`Config`]
+//! the rest of the runtime uses.
+//!
+//! Parsing happens in two steps, like ripgrep's: serde reads the file into
+//! raw structs that keep every value's line and column, then [`validate`]
+//! clamps numbers (with a warning), checks globs and builds [`Config`].
+//! Wrong types, unknown words and unknown keys are [`ConfigError`]s naming
+//! the file, line, column, key and the allowed values.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::path::Path;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// The configuration used when no file is given.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default_config.yaml");
+
+/// `auto`, `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    /// Decide from the situation (see each key).
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+/// The retrieval algorithm behind `tool_search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// BM25 over name, description and parameter names.
+    Classic,
+}
+
+/// The validated `tools.tool_search` settings.
+#[derive(Debug, Clone)]
+pub struct ToolSearchConfig {
+    /// `auto`: the bridge appears when a deferrable tool exists; `on`: the
+    /// bridge is always there, so the tools array keeps its shape while
+    /// plugins and servers come and go; `off`: every tool is sent eagerly.
+    pub enabled: Switch,
+    /// Percent of the session's context that the listing may use.
+    pub threshold_pct: u32,
+    /// Matches returned when `tool_search` gets no `limit`.
+    pub search_default_limit: usize,
+    /// Largest `limit` honoured.
+    pub max_search_limit: usize,
+    /// `auto`: the listing's budget is `min(threshold_pct% of context,
+    /// listing_max_tokens)`; `on`: the budget is `listing_max_tokens`
+    /// whatever the context; `off`: no listing, only the deferred count.
+    pub listing: Switch,
+    /// Hard cap on the listing, in tokens.
+    pub listing_max_tokens: u64,
+    /// Globs of tool names that are never deferred.
+    pub eager: Vec<String>,
+    eager_set: GlobSet,
+    /// The retrieval algorithm.
+    pub mode: SearchMode,
+}
+
+impl ToolSearchConfig {
+    /// Whether `name` matches an `eager` glob.
+    pub fn is_eager(&self, name: &str) -> bool {
+        !self.eager.is_empty() && self.eager_set.is_match(name)
+    }
+
+    /// `limit` (or the default when absent) clamped to `1..=max_search_limit`.
+    pub fn effective_limit(&self, limit: Option<i64>) -> usize {
+        match limit {
+            None => self.search_default_limit,
+            Some(n) => n.clamp(1, self.max_search_limit as i64) as usize,
+        }
+    }
+
+    /// A key covering every setting that changes what a catalog holds.
+    pub fn catalog_key(&self) -> String {
+        self.eager.join("\u{1f}")
+    }
+}
+
+impl Default for ToolSearchConfig {
+    fn default() -> Self {
+        ToolSearchConfig {
+            enabled: Switch::Auto,
+            threshold_pct: 5,
+            search_default_limit: 5,
+            max_search_limit: 20,
+            listing: Switch::Auto,
+            listing_max_tokens: 20_000,
+            eager: Vec::new(),
+            eager_set: GlobSet::empty(),
+            mode: SearchMode::Classic,
+        }
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `tools.tool_search`.
+    pub tool_search: ToolSearchConfig,
+}
+
+/// A value that was out of range and was clamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The file (or `<embedded default>`).
+    pub file: String,
+    /// 1-based line of the value.
+    pub line: u32,
+    /// 1-based column of the value.
+    pub column: u32,
+    /// Dotted key, e.g. `tools.tool_search.threshold_pct`.
+    pub key: String,
+    /// The value as written.
+    pub given: i64,
+    /// The value used instead.
+    pub used: i64,
+    /// The allowed range, e.g. `0..100`.
+    pub range: String,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: `{}` = {} is outside {}; using {}",
+            self.file, self.line, self.column, self.key, self.given, self.range, self.used
+        )
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file was read but a key or value is wrong.
+    #[error("{file}:{line}:{column}: `{key}`: {message}; allowed: {allowed}")]
+    Invalid {
+        /// The file (or `<embedded default>`).
+        file: String,
+        /// 1-based line (0 when the parser could not tell).
+        line: u32,
+        /// 1-based column (0 when the parser could not tell).
+        column: u32,
+        /// Dotted key path (`<root>` for the document itself).
+        key: String,
+        /// What is wrong.
+        message: String,
+        /// What would be accepted there.
+        allowed: String,
+    },
+}
+
+/// A parsed configuration and the warnings validation produced.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The validated configuration.
+    pub config: Config,
+    /// Values that were clamped.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+// ---- raw shape -----------------------------------------------------------
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    tools: Option<RawTools>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTools {
+    tool_search: Option<RawToolSearchSetting>,
+}
+
+#[derive(Debug)]
+enum RawToolSearchSetting {
+    Bool(bool),
+    Map(Box<RawToolSearch>),
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawToolSearch {
+    enabled: Option<Switch>,
+    threshold_pct: Option<Spanned<i64>>,
+    search_default_limit: Option<Spanned<i64>>,
+    max_search_limit: Option<Spanned<i64>>,
+    listing: Option<Switch>,
+    listing_max_tokens: Option<Spanned<i64>>,
+    eager: Option<Vec<Spanned<String>>>,
+    mode: Option<SearchMode>,
+}
+
+impl<'de> Deserialize<'de> for RawToolSearchSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SettingVisitor;
+        impl<'de> serde::de::Visitor<'de> for SettingVisitor {
+            type Value = RawToolSearchSetting;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or a map")
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<Self::Value, E> {
+                Ok(RawToolSearchSetting::Bool(value))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                RawToolSearch::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|map| RawToolSearchSetting::Map(Box::new(map)))
+            }
+        }
+        deserializer.deserialize_any(SettingVisitor)
+    }
+}
+
+thread_local! {
+    static FAILED_PATH: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The root, read through serde_path_to_error so that a failure knows its
+/// key path; the path travels beside the parser's own error, which keeps
+/// the line and column.
+struct TrackedRaw(RawConfig);
+
+impl<'de> Deserialize<'de> for TrackedRaw {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_path_to_error::deserialize(deserializer)
+            .map(TrackedRaw)
+            .map_err(|error| {
+                FAILED_PATH.with(|p| *p.borrow_mut() = Some(error.path().to_string()));
+                error.into_inner()
+            })
+    }
+}
+
+// ---- keys and what they allow --------------------------------------------
+
+struct IntKey {
+    key: &'static str,
+    min: i64,
+    max: i64,
+}
+
+const THRESHOLD_PCT: IntKey = IntKey {
+    key: "tools.tool_search.threshold_pct",
+    min: 0,
+    max: 100,
+};
+const MAX_SEARCH_LIMIT: IntKey = IntKey {
+    key: "tools.tool_search.max_search_limit",
+    min: 1,
+    max: 50,
+};
+const LISTING_MAX_TOKENS: IntKey = IntKey {
+    key: "tools.tool_search.listing_max_tokens",
+    min: 200,
+    max: 60_000,
+};
+const SEARCH_DEFAULT_LIMIT: &str = "tools.tool_search.search_default_limit";
+
+const TOOL_SEARCH_KEYS: &str = "enabled, threshold_pct, search_default_limit, max_search_limit, listing, listing_max_tokens, eager, mode";
+
+/// What a key accepts, for error messages.
+fn allowed_for(key: &str) -> String {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    let leaf = leaf.split('[').next().unwrap_or(leaf);
+    match (key, leaf) {
+        ("<root>", _) | (".", _) => "a map with key tools".into(),
+        ("tools", _) => "a map with key tool_search".into(),
+        ("tools.tool_search", _) => format!("true, false or a map with keys {TOOL_SEARCH_KEYS}"),
+        (_, "enabled") | (_, "listing") => "auto, on, off".into(),
+        (_, "mode") => "classic".into(),
+        (_, "threshold_pct") => "an integer from 0 to 100".into(),
+        (_, "max_search_limit") => "an integer from 1 to 50".into(),
+        (_, "search_default_limit") => "an integer from 1 to max_search_limit".into(),
+        (_, "listing_max_tokens") => "an integer from 200 to 60000".into(),
+        (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
+        _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
+        _ if key.starts_with("tools") => "key tool_search".into(),
+        _ => "key tools".into(),
+    }
+}
+
+// ---- entry points ----------------------------------------------------------
+
+/// Reads and validates a config file.
+pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    parse(&text, &file)
+}
+
+/// The embedded default configuration.
+pub fn embedded_default() -> Result<LoadedConfig, ConfigError> {
+    parse(EMBEDDED_DEFAULT, "<embedded default>")
+}
+
+/// Parses and validates config text; `file` names it in messages.
+pub fn parse(text: &str, file: &str) -> Result<LoadedConfig, ConfigError> {
+    let raw = if text.trim().is_empty() {
+        RawConfig::default()
+    } else {
+        FAILED_PATH.with(|p| p.borrow_mut().take());
+        match serde_saphyr::from_str::<Option<TrackedRaw>>(text) {
+            Ok(raw) => raw.map(|r| r.0).unwrap_or_default(),
+            Err(error) => return Err(parse_error(&error, file)),
+        }
+    };
+    validate(raw, file)
+}
+
+fn parse_error(error: &serde_saphyr::Error, file: &str) -> ConfigError {
+    let key = FAILED_PATH
+        .with(|p| p.borrow_mut().take())
+        // `Spanned` fields add a `.value` segment of their own.
+        .map(|p| p.strip_suffix(".value").map(str::to_owned).unwrap_or(p))
+        .filter(|p| !p.is_empty() && p != ".")
+        .unwrap_or_else(|| "<root>".to_owned());
+    let (line, column) = error
+        .location()
+        .map(|l| (l.line() as u32, l.column() as u32))
+        .unwrap_or((0, 0));
+    // The parser's Display adds a source snippet; keep only its first line,
+    // without the location prefix that we print ourselves.
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let message = first
+        .trim_start_matches("error: ")
+        .split_once(": ")
+        .filter(|(prefix, _)| prefix.starts_with("line "))
+        .map(|(_, rest)| rest)
+        .unwrap_or(first)
+        .to_owned();
+    let message = message
+        .replace("invalid i64", "expected an integer")
+        .replace("invalid type: ", "wrong type: ");
+    ConfigError::Invalid {
+        file: file.to_owned(),
+        line,
+        column,
+        allowed: allowed_for(&key),
+        key,
+        message,
+    }
+}
+
+fn clamp(
+    value: &Option<Spanned<i64>>,
+    spec: &IntKey,
+    max_override: Option<i64>,
+    default: i64,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> i64 {
+    let Some(spanned) = value else {
+        return default;
+    };
+    let max = max_override.unwrap_or(spec.max);
+    let used = spanned.value.clamp(spec.min, max);
+    if used != spanned.value {
+        let warning = ConfigWarning {
+            file: file.to_owned(),
+            line: spanned.referenced.line() as u32,
+            column: spanned.referenced.column() as u32,
+            key: spec.key.to_owned(),
+            given: spanned.value,
+            used,
+            range: format!("{}..{}", spec.min, max),
+        };
+        tracing::warn!("{warning}");
+        warnings.push(warning);
+    }
+    used
+}
+
+fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
+    let mut warnings = Vec::new();
+    let defaults = ToolSearchConfig::default();
+    let raw_search = match raw.tools.and_then(|t| t.tool_search) {
+        None | Some(RawToolSearchSetting::Bool(true)) => RawToolSearch::default(),
+        Some(RawToolSearchSetting::Bool(false)) => RawToolSearch {
+            enabled: Some(Switch::Off),
+            ..RawToolSearch::default()
+        },
+        Some(RawToolSearchSetting::Map(map)) => *map,
+    };
+    let threshold_pct = clamp(
+        &raw_search.threshold_pct,
+        &THRESHOLD_PCT,
+        None,
+        defaults.threshold_pct as i64,
+        file,
+        &mut warnings,
+    );
+    let max_search_limit = clamp(
+        &raw_search.max_search_limit,
+        &MAX_SEARCH_LIMIT,
+        None,
+        defaults.max_search_limit as i64,
+        file,
+        &mut warnings,
+    );
+    let search_default_limit = clamp(
+        &raw_search.search_default_limit,
+        &IntKey {
+            key: SEARCH_DEFAULT_LIMIT,
+            min: 1,
+            max: max_search_limit,
+        },
+        None,
+        (defaults.search_default_limit as i64).min(max_search_limit),
+        file,
+        &mut warnings,
+    );
+    let listing_max_tokens = clamp(
+        &raw_search.listing_max_tokens,
+        &LISTING_MAX_TOKENS,
+        None,
+        defaults.listing_max_tokens as i64,
+        file,
+        &mut warnings,
+    );
+    let mut eager = Vec::new();
+    let mut builder = GlobSetBuilder::new();
+    for (index, pattern) in raw_search.eager.unwrap_or_default().into_iter().enumerate() {
+        let glob = Glob::new(&pattern.value).map_err(|e| ConfigError::Invalid {
+            file: file.to_owned(),
+            line: pattern.referenced.line() as u32,
+            column: pattern.referenced.column() as u32,
+            key: format!("tools.tool_search.eager[{index}]"),
+            message: format!("`{}` is not a valid glob: {}", pattern.value, e.kind()),
+            allowed: allowed_for("tools.tool_search.eager"),
+        })?;
+        builder.add(glob);
+        eager.push(pattern.value);
+    }
+    let eager_set = builder.build().map_err(|e| ConfigError::Invalid {
+        file: file.to_owned(),
+        line: 0,
+        column: 0,
+        key: "tools.tool_search.eager".into(),
+        message: e.to_string(),
+        allowed: allowed_for("tools.tool_search.eager"),
+    })?;
+    let tool_search = ToolSearchConfig {
+        enabled: raw_search.enabled.unwrap_or(defaults.enabled),
+        threshold_pct: threshold_pct as u32,
+        search_default_limit: search_default_limit as usize,
+        max_search_limit: max_search_limit as usize,
+        listing: raw_search.listing.unwrap_or(defaults.listing),
+        listing_max_tokens: listing_max_tokens as u64,
+        eager,
+        eager_set,
+        mode: raw_search.mode.unwrap_or(defaults.mode),
+    };
+    Ok(LoadedConfig {
+        config: Config { tool_search },
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(text: &str) -> (String, u32, u32, String, String) {
+        match parse(text, "q.yaml") {
+            Err(ConfigError::Invalid {
+                key,
+                line,
+                column,
+                message,
+                allowed,
+                ..
+            }) => (key, line, column, message, allowed),
+            other => panic!("expected an invalid config, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_when_absent_or_empty() {
+        for text in ["", "tools:\n  tool_search: true\n", "tools: {}\n"] {
+            let c = parse(text, "q.yaml").unwrap().config.tool_search;
+            assert_eq!(c.enabled, Switch::Auto);
+            assert_eq!(c.threshold_pct, 5);
+            assert_eq!(c.search_default_limit, 5);
+            assert_eq!(c.max_search_limit, 20);
+            assert_eq!(c.listing, Switch::Auto);
+            assert_eq!(c.listing_max_tokens, 20_000);
+            assert!(c.eager.is_empty());
+        }
+    }
+
+    #[test]
+    fn false_means_off() {
+        let c = parse("tools:\n  tool_search: false\n", "q.yaml").unwrap();
+        assert_eq!(c.config.tool_search.enabled, Switch::Off);
+    }
+
+    #[test]
+    fn full_map_is_read() {
+        let text = "tools:\n  tool_search:\n    enabled: on\n    threshold_pct: 10\n    search_default_limit: 7\n    max_search_limit: 30\n    listing: off\n    listing_max_tokens: 1000\n    eager: [\"mcp_github_*\", echo]\n    mode: classic\n";
+        let loaded = parse(text, "q.yaml").unwrap();
+        assert!(loaded.warnings.is_empty());
+        let c = loaded.config.tool_search;
+        assert_eq!(c.enabled, Switch::On);
+        assert_eq!(c.threshold_pct, 10);
+        assert_eq!(c.search_default_limit, 7);
+        assert_eq!(c.max_search_limit, 30);
+        assert_eq!(c.listing, Switch::Off);
+        assert_eq!(c.listing_max_tokens, 1000);
+        assert!(c.is_eager("mcp_github_create_issue"));
+        assert!(c.is_eager("echo"));
+        assert!(!c.is_eager("Echo"));
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_clamped_with_warnings() {
+        let text = "tools:\n  tool_search:\n    threshold_pct: 500\n    max_search_limit: 0\n    search_default_limit: 9\n    listing_max_tokens: 10\n";
+        let loaded = parse(text, "q.yaml").unwrap();
+        let c = &loaded.config.tool_search;
+        assert_eq!(c.threshold_pct, 100);
+        assert_eq!(c.max_search_limit, 1);
+        assert_eq!(c.search_default_limit, 1);
+        assert_eq!(c.listing_max_tokens, 200);
+        let w = &loaded.warnings[0];
+        assert_eq!(
+            (w.key.as_str(), w.given, w.used, w.line, w.column),
+            ("tools.tool_search.threshold_pct", 500, 100, 3, 20)
+        );
+        assert_eq!(loaded.warnings.len(), 4);
+        assert!(
+            loaded.warnings[2]
+                .to_string()
+                .contains("`tools.tool_search.search_default_limit` = 9 is outside 1..1; using 1")
+        );
+    }
+
+    #[test]
+    fn default_limit_follows_a_small_max() {
+        let c = parse(
+            "tools:\n  tool_search:\n    max_search_limit: 3\n",
+            "q.yaml",
+        )
+        .unwrap();
+        assert_eq!(c.config.tool_search.search_default_limit, 3);
+        assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn unknown_word_names_key_location_and_allowed_values() {
+        let (key, line, column, message, allowed) =
+            invalid("tools:\n  tool_search:\n    enabled: maybe\n");
+        assert_eq!(key, "tools.tool_search.enabled");
+        assert_eq!((line, column), (3, 14));
+        assert!(message.contains("maybe"), "{message}");
+        assert_eq!(allowed, "auto, on, off");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let (key, line, _, message, allowed) =
+            invalid("tools:\n  tool_search:\n    threshold_pct: lots\n");
+        assert_eq!(key, "tools.tool_search.threshold_pct");
+        assert_eq!(line, 3);
+        assert!(message.contains("integer"), "{message}");
+        assert_eq!(allowed, "an integer from 0 to 100");
+        let (key, ..) = invalid("tools:\n  tool_search: 5\n");
+        assert_eq!(key, "tools.tool_search");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let (key, line, column, message, allowed) =
+            invalid("tools:\n  tool_search:\n    enable: on\n");
+        assert!(key.starts_with("tools.tool_search"), "{key}");
+        assert_eq!((line, column), (3, 5));
+        assert!(message.contains("enable"), "{message}");
+        assert!(allowed.contains("enabled"), "{allowed}");
+        let (_, line, _, message, _) = invalid("tool:\n  x: 1\n");
+        assert_eq!(line, 1);
+        assert!(message.contains("tool"), "{message}");
+    }
+
+    #[test]
+    fn bad_eager_glob_is_an_error() {
+        let (key, line, ..) = invalid("tools:\n  tool_search:\n    eager: [ok, \"a[\"]\n");
+        assert_eq!(key, "tools.tool_search.eager[1]");
+        assert_eq!(line, 3);
+    }
+
+    #[test]
+    fn yaml_syntax_error_has_a_location() {
+        let (_, line, ..) = invalid("tools: [\n");
+        assert!(line >= 1);
+    }
+
+    #[test]
+    fn effective_limit_is_clamped() {
+        let c = ToolSearchConfig::default();
+        assert_eq!(c.effective_limit(None), 5);
+        assert_eq!(c.effective_limit(Some(0)), 1);
+        assert_eq!(c.effective_limit(Some(1000)), 20);
+    }
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let loaded = embedded_default().unwrap();
+        assert!(loaded.warnings.is_empty());
+    }
+}

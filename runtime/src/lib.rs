@@ -1,0 +1,41 @@
+//! Quiver: an agent runtime that holds many tools without drowning the
+//! model in schemas.
+//!
+//! The pieces, in the order a turn uses them:
+//!
+//! - [`registry`]: the live tools of every source, as immutable snapshots;
+//! - [`catalog`]: one session's eager and deferred tools at one generation;
+//! - [`listing`]: the token-budgeted per-server listing of the deferred tools;
+//! - [`assembly`]: the exact tools array for this turn, tier by tier;
+//! - [`bridge`]: `tool_search`, `tool_describe` and `tool_call`;
+//! - [`search`]: BM25 retrieval behind `tool_search`.
+//!
+//! ```
+//! use quiver_runtime::{assembly::Assembler, config::ToolSearchConfig, registry::ToolRegistry};
+//! use quiver_runtime::{scope::Scope, tool::{ToolSource, ToolSpec}};
+//! use serde_json::json;
+//!
+//! let registry = ToolRegistry::new();
+//! registry.set_source_tools(
+//!     ToolSource::Mcp("github".into()),
+//!     vec![ToolSpec::new("create_issue", "Open a new issue", json!({"type": "object"}))],
+//! );
+//! let assembler = Assembler::new(ToolSearchConfig::default());
+//! let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 200_000);
+//! assert_eq!(assembly.tools().len(), 3); // the bridge stands in for the tool
+//! let hits = assembly.search("open issue", None);
+//! assert_eq!(hits[0].tool.name(), "mcp_github_create_issue");
+//! ```
+
+pub mod assembly;
+pub mod bridge;
+pub mod catalog;
+pub mod catalog_file;
+pub mod config;
+pub mod listing;
+pub mod naming;
+pub mod registry;
+pub mod scope;
+pub mod search;
+pub mod tokens;
+pub mod tool;

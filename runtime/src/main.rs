@@ -1,0 +1,257 @@
+//! `quiver`: the command-line entry point.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use quiver_runtime::assembly::Assembler;
+use quiver_runtime::bridge::round_score;
+use quiver_runtime::catalog_file;
+use quiver_runtime::config::{self, ConfigError, LoadedConfig};
+use quiver_runtime::registry::ToolRegistry;
+use quiver_runtime::scope::Scope;
+
+#[derive(Parser)]
+#[command(
+    name = "quiver",
+    version,
+    about = "Agent runtime with progressive tool disclosure"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Assemble and search tool catalogs from catalog files.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file: prints warnings and errors, exits non-zero on error.
+    Check {
+        /// The quiver.yaml to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct CatalogSource {
+    /// Catalog file(s) in the shared catalog format; each server becomes an MCP server.
+    #[arg(long = "catalog", required = true)]
+    catalogs: Vec<PathBuf>,
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Print what the model would be sent for a session of the given context size.
+    Assemble {
+        #[command(flatten)]
+        source: CatalogSource,
+        /// The session's context window, in tokens.
+        #[arg(long)]
+        context_tokens: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run tool_search queries against the catalog.
+    Search {
+        #[command(flatten)]
+        source: CatalogSource,
+        /// Matches per query (default: search_default_limit).
+        #[arg(long)]
+        limit: Option<i64>,
+        /// A file of queries, one JSON object {"query": ...} per line.
+        #[arg(long)]
+        queries: Option<PathBuf>,
+        /// Print one JSON line per query.
+        #[arg(long)]
+        json: bool,
+        /// The query (unless --queries is given).
+        query: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("QUIVER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
+        Command::Catalog(CatalogCommand::Assemble {
+            source,
+            context_tokens,
+            json,
+        }) => {
+            let (assembler, registry) = load(&source)?;
+            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), context_tokens);
+            let mut out = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer(&mut out, &assembly.to_json())?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "tier {} ({:?}); {} deferred tools ({} tokens of definitions); listing {} of {} tokens",
+                    assembly.tier() as u8,
+                    assembly.listing().form,
+                    assembly.catalog().deferred_count(),
+                    assembly.deferred_tokens(),
+                    assembly.listing().tokens,
+                    assembly.budget_tokens()
+                )?;
+                for group in &assembly.listing().groups {
+                    writeln!(
+                        out,
+                        "  {:<32} {:>6} tools  {:?}",
+                        group.name, group.tools, group.mode
+                    )?;
+                }
+                if !assembly.listing().text.is_empty() {
+                    writeln!(out, "\n{}", assembly.listing().text)?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Catalog(CatalogCommand::Search {
+            source,
+            limit,
+            queries,
+            json,
+            query,
+        }) => {
+            let queries = match (queries, query) {
+                (Some(file), None) => read_queries(&file)?,
+                (None, Some(query)) => vec![query],
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("give either a QUERY or --queries FILE, not both")
+                }
+                (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
+            };
+            let (assembler, registry) = load(&source)?;
+            // Search indexes the catalog as assembled for a large context;
+            // the context size does not change what is searchable.
+            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+            let mut out = std::io::stdout().lock();
+            for query in queries {
+                let hits = assembly.search(&query, limit);
+                if json {
+                    let matches: Vec<_> = hits
+                        .iter()
+                        .map(|h| {
+                            json!({
+                                "name": h.tool.name(),
+                                "server": h.tool.source().group(),
+                                "tool": h.tool.original_name(),
+                                "score": round_score(h.score),
+                            })
+                        })
+                        .collect();
+                    serde_json::to_writer(&mut out, &json!({"query": query, "matches": matches}))?;
+                    writeln!(out)?;
+                } else {
+                    writeln!(out, "{query}")?;
+                    for hit in &hits {
+                        writeln!(out, "  {:>9.4}  {}", hit.score, hit.tool.name())?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn config_check(file: &Path) -> ExitCode {
+    match config::load_file(file) {
+        Ok(LoadedConfig { warnings, .. }) => {
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            println!("{}: ok", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let loaded = match path {
+        Some(path) => config::load_file(path)?,
+        None => config::embedded_default()?,
+    };
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loaded)
+}
+
+fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
+    let loaded = load_config(source.config.as_deref())?;
+    let mut documents = Vec::new();
+    for path in &source.catalogs {
+        documents.push(catalog_file::read(path)?);
+    }
+    let registry = ToolRegistry::new();
+    for entry in catalog_file::register(&registry, &documents) {
+        for refused in &entry.report.refused {
+            eprintln!(
+                "warning: {}: tool `{}` refused: {}",
+                entry.source.toolset(),
+                refused.name,
+                refused.reason
+            );
+        }
+    }
+    Ok((Assembler::new(loaded.config.tool_search), registry))
+}
+
+fn read_queries(path: &Path) -> Result<Vec<String>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut queries = Vec::new();
+    for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}:{}: not a JSON object", path.display(), number + 1))?;
+        let query = value
+            .get("query")
+            .and_then(|q| q.as_str())
+            .with_context(|| format!("{}:{}: no string `query` key", path.display(), number + 1))?;
+        queries.push(query.to_owned());
+    }
+    Ok(queries)
+}

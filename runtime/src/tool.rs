@@ -1,0 +1,280 @@
+//! The tool model: what a tool is, where it comes from, and the facts about
+//! it that every assembly needs (computed once, when the tool is built).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// Where a tool comes from. Core tools are never deferred; plugin and MCP
+/// tools are deferrable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolSource {
+    /// Built into the runtime.
+    Core,
+    /// Offered by the `.so` plugin with this name.
+    Plugin(String),
+    /// Offered by the MCP server with this configured name.
+    Mcp(String),
+}
+
+impl ToolSource {
+    /// `core`, `plugin` or `mcp`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolSource::Core => "core",
+            ToolSource::Plugin(_) => "plugin",
+            ToolSource::Mcp(_) => "mcp",
+        }
+    }
+
+    /// The plugin or server name; `None` for core tools.
+    pub fn group(&self) -> Option<&str> {
+        match self {
+            ToolSource::Core => None,
+            ToolSource::Plugin(name) | ToolSource::Mcp(name) => Some(name),
+        }
+    }
+
+    /// The toolset a session must be granted to see this source's tools:
+    /// `core`, `plugin-NAME` or `mcp-SERVER`.
+    pub fn toolset(&self) -> String {
+        match self {
+            ToolSource::Core => "core".to_owned(),
+            ToolSource::Plugin(name) => format!("plugin-{name}"),
+            ToolSource::Mcp(name) => format!("mcp-{name}"),
+        }
+    }
+
+    /// Whether tools from this source may be deferred behind the bridge.
+    pub fn is_deferrable(&self) -> bool {
+        !matches!(self, ToolSource::Core)
+    }
+}
+
+/// A tool as a source declares it, before the registry names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The name the source uses for the tool.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+}
+
+impl ToolSpec {
+    /// A spec from its three parts.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        }
+    }
+}
+
+/// Longest short description shown in a full listing line, in characters.
+pub const SHORT_DESCRIPTION_CHARS: usize = 100;
+
+/// A registered tool: its exposed name, its source and what the model is told.
+///
+/// A `Tool` is immutable; the registry builds a new one when a source changes,
+/// so the derived facts below can never go stale.
+#[derive(Debug)]
+pub struct Tool {
+    name: String,
+    original_name: String,
+    description: String,
+    input_schema: Arc<Value>,
+    source: ToolSource,
+    short_description: String,
+    name_chars: usize,
+    short_description_chars: usize,
+    definition_chars: usize,
+}
+
+impl Tool {
+    /// Builds a tool exposed as `name` from a source's spec.
+    pub fn new(name: String, source: ToolSource, spec: &ToolSpec) -> Tool {
+        let short_description = short_description(&spec.description);
+        let input_schema = Arc::new(spec.input_schema.clone());
+        let definition_chars = function_definition(&name, &spec.description, &input_schema)
+            .to_string()
+            .chars()
+            .count();
+        Tool {
+            name_chars: name.chars().count(),
+            short_description_chars: short_description.chars().count(),
+            name,
+            original_name: spec.name.clone(),
+            description: spec.description.clone(),
+            input_schema,
+            source,
+            short_description,
+            definition_chars,
+        }
+    }
+
+    /// The name the model sees and calls (for MCP tools `mcp_<server>_<tool>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name the source itself uses.
+    pub fn original_name(&self) -> &str {
+        &self.original_name
+    }
+
+    /// The full description, never cut.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema of the arguments.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// Where the tool comes from.
+    pub fn source(&self) -> &ToolSource {
+        &self.source
+    }
+
+    /// The first sentence or line of the description, at most
+    /// [`SHORT_DESCRIPTION_CHARS`] characters; used in listings.
+    pub fn short_description(&self) -> &str {
+        &self.short_description
+    }
+
+    /// Characters in [`Tool::name`].
+    pub fn name_chars(&self) -> usize {
+        self.name_chars
+    }
+
+    /// Characters in [`Tool::short_description`].
+    pub fn short_description_chars(&self) -> usize {
+        self.short_description_chars
+    }
+
+    /// Characters of this tool's function definition as sent to the model.
+    pub fn definition_chars(&self) -> usize {
+        self.definition_chars
+    }
+
+    /// Names of the top-level properties of the input schema.
+    pub fn parameter_names(&self) -> impl Iterator<Item = &str> {
+        self.input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|props| props.keys().map(String::as_str))
+    }
+
+    /// Names listed in the schema's `required` array.
+    pub fn required_parameters(&self) -> impl Iterator<Item = &str> {
+        self.input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flat_map(|req| req.iter().filter_map(Value::as_str))
+    }
+
+    /// The OpenAI-style function definition the model is sent.
+    pub fn definition(&self) -> Value {
+        function_definition(&self.name, &self.description, &self.input_schema)
+    }
+}
+
+/// An OpenAI-style function definition:
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+pub fn function_definition(name: &str, description: &str, parameters: &Value) -> Value {
+    let mut function = Map::new();
+    function.insert("name".into(), Value::String(name.to_owned()));
+    function.insert("description".into(), Value::String(description.to_owned()));
+    function.insert("parameters".into(), parameters.clone());
+    let mut definition = Map::new();
+    definition.insert("type".into(), Value::String("function".into()));
+    definition.insert("function".into(), Value::Object(function));
+    Value::Object(definition)
+}
+
+/// First line, then first sentence, of a description, cut to
+/// [`SHORT_DESCRIPTION_CHARS`] characters with a trailing `…` when cut.
+pub fn short_description(description: &str) -> String {
+    let first_line = description
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let sentence = match first_line.find(". ") {
+        Some(end) => &first_line[..=end],
+        None => first_line,
+    };
+    if sentence.chars().count() <= SHORT_DESCRIPTION_CHARS {
+        return sentence.to_owned();
+    }
+    let mut cut: String = sentence.chars().take(SHORT_DESCRIPTION_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn short_description_takes_first_sentence_of_first_line() {
+        assert_eq!(
+            short_description("\n  Get a file. Then more.\nSecond line"),
+            "Get a file."
+        );
+        assert_eq!(short_description(""), "");
+        assert_eq!(short_description("No period here"), "No period here");
+    }
+
+    #[test]
+    fn short_description_is_cut_with_ellipsis() {
+        let long = "word ".repeat(60);
+        let short = short_description(&long);
+        assert_eq!(short.chars().count(), SHORT_DESCRIPTION_CHARS);
+        assert!(short.ends_with('…'));
+    }
+
+    #[test]
+    fn tool_counts_characters_of_its_definition() {
+        let spec = ToolSpec::new("échо", "d", json!({"type": "object"}));
+        let tool = Tool::new("échо".into(), ToolSource::Plugin("p".into()), &spec);
+        assert_eq!(
+            tool.definition_chars(),
+            tool.definition().to_string().chars().count()
+        );
+        assert_eq!(tool.name_chars(), 4);
+    }
+
+    #[test]
+    fn parameter_and_required_names_come_from_the_schema() {
+        let spec = ToolSpec::new(
+            "t",
+            "",
+            json!({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]}),
+        );
+        let tool = Tool::new("t".into(), ToolSource::Core, &spec);
+        assert_eq!(tool.parameter_names().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(tool.required_parameters().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn toolsets_and_kinds() {
+        assert_eq!(ToolSource::Core.toolset(), "core");
+        assert_eq!(ToolSource::Plugin("text".into()).toolset(), "plugin-text");
+        assert_eq!(ToolSource::Mcp("github".into()).toolset(), "mcp-github");
+        assert!(!ToolSource::Core.is_deferrable());
+        assert!(ToolSource::Mcp("x".into()).is_deferrable());
+    }
+}
