@@ -306,3 +306,193 @@ impl Assembly {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::registry::ToolRegistry;
+    use crate::tool::{ToolSource, ToolSpec};
+    use serde_json::json;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec::new(
+            name,
+            format!("Does {name}."),
+            json!({"type": "object", "properties": {}}),
+        )
+    }
+
+    fn config(yaml: &str) -> ToolSearchConfig {
+        parse(yaml, "q.yaml").unwrap().config.tool_search
+    }
+
+    fn names(assembly: &Assembly) -> Vec<String> {
+        assembly
+            .tools()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn tier_zero_without_deferrable_tools_sends_the_input() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(
+            ToolSource::Core,
+            vec![spec("write_file"), spec("read_file")],
+        );
+        let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Eager);
+        assert!(!assembly.has_bridge());
+        let snapshot = registry.snapshot();
+        let mut expected: Vec<Value> = snapshot.tools().map(|t| t.definition()).collect();
+        expected.sort_by(|a, b| {
+            a["function"]["name"]
+                .as_str()
+                .cmp(&b["function"]["name"].as_str())
+        });
+        assert_eq!(assembly.tools(), expected.as_slice());
+    }
+
+    #[test]
+    fn tier_zero_when_off() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search: false\n")).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Eager);
+        assert_eq!(names(&assembly), ["mcp_s_a", "mcp_s_b"]);
+        assert_eq!(assembly.to_json()["listing_form"], "none");
+    }
+
+    #[test]
+    fn tier_one_bridge_after_eager_tools() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Core, vec![spec("read_file")]);
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Listed);
+        assert_eq!(
+            names(&assembly),
+            ["read_file", "tool_search", "tool_describe", "tool_call"]
+        );
+        let description = assembly.tools()[1]["function"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(description.starts_with("Search 2 deferred tools from 1 server"));
+        assert!(description.ends_with("s (2 tools):\n- mcp_s_a: Does a.\n- mcp_s_b: Does b.\n"));
+    }
+
+    #[test]
+    fn enabled_on_keeps_the_bridge_without_deferrable_tools() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Core, vec![spec("read_file")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search:\n    enabled: on\n"))
+            .assemble(&registry.snapshot(), &Scope::all(), 100_000);
+        assert!(assembly.has_bridge());
+        assert_eq!(
+            names(&assembly),
+            ["read_file", "tool_search", "tool_describe", "tool_call"]
+        );
+    }
+
+    #[test]
+    fn listing_off_leaves_only_the_count() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search:\n    listing: off\n"))
+            .assemble(&registry.snapshot(), &Scope::all(), 100_000);
+        assert_eq!(assembly.tier(), Tier::Summarised);
+        assert_eq!(assembly.listing().form, ListingForm::Off);
+        let description = assembly.tools()[0]["function"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(description.starts_with("Search 1 deferred tool from 1 server"));
+        assert!(!description.contains("mcp_s_a"));
+    }
+
+    #[test]
+    fn budget_is_the_smaller_of_share_and_cap() {
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        assert_eq!(assembler.budget_tokens(200_000), 10_000);
+        assert_eq!(assembler.budget_tokens(1_000_000), 20_000);
+        assert_eq!(assembler.budget_tokens(0), 0);
+        let on = Assembler::new(config(
+            "tools:\n  tool_search:\n    listing: on\n    listing_max_tokens: 3000\n",
+        ));
+        assert_eq!(on.budget_tokens(1_000), 3_000);
+    }
+
+    #[test]
+    fn same_tools_give_the_same_bytes_whatever_the_order() {
+        let forward = ToolRegistry::new();
+        forward.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("x"), spec("y")]);
+        forward.set_source_tools(ToolSource::Plugin("p".into()), vec![spec("q"), spec("r")]);
+        forward.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("z")]);
+        let backward = ToolRegistry::new();
+        backward.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("z")]);
+        backward.set_source_tools(ToolSource::Plugin("p".into()), vec![spec("r"), spec("q")]);
+        backward.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("y"), spec("x")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let bytes = |r: &ToolRegistry| {
+            serde_json::to_string(
+                assembler
+                    .assemble(&r.snapshot(), &Scope::all(), 50_000)
+                    .tools(),
+            )
+            .unwrap()
+        };
+        assert_eq!(bytes(&forward), bytes(&backward));
+    }
+
+    #[test]
+    fn a_change_shows_in_the_next_assembly_despite_the_cache() {
+        let registry = ToolRegistry::new();
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("alpha")]);
+        let first = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(first.search("alpha", None).len(), 1);
+        registry.set_source_tools(
+            ToolSource::Mcp("s".into()),
+            vec![spec("alpha"), spec("beta")],
+        );
+        let second = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(second.catalog().deferred_count(), 2);
+        assert_eq!(second.search("beta", None)[0].tool.name(), "mcp_s_beta");
+        registry.remove_source(&ToolSource::Mcp("s".into()));
+        let third = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(third.tier(), Tier::Eager);
+        assert!(third.search("alpha", None).is_empty());
+    }
+
+    #[test]
+    fn scopes_get_their_own_catalogs() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("x")]);
+        registry.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("x")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let snapshot = registry.snapshot();
+        let only_a = assembler.assemble(&snapshot, &Scope::new(["mcp-a"]).unwrap(), 50_000);
+        let all = assembler.assemble(&snapshot, &Scope::all(), 50_000);
+        assert_eq!(only_a.catalog().deferred_count(), 1);
+        assert_eq!(all.catalog().deferred_count(), 2);
+        let hits: Vec<_> = only_a
+            .search("x", None)
+            .iter()
+            .map(|h| h.tool.name().to_owned())
+            .collect();
+        assert_eq!(hits, ["mcp_a_x"]);
+    }
+}

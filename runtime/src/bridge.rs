@@ -512,3 +512,189 @@ pub fn handle(
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assembly::Assembler;
+    use crate::config::ToolSearchConfig;
+    use crate::registry::ToolRegistry;
+    use crate::scope::Scope;
+    use crate::tool::{ToolSource, ToolSpec};
+
+    fn assembly(scope: Scope) -> Assembly {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Core, vec![ToolSpec::new("read_file", "Read a file", json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}))]);
+        registry.set_source_tools(
+            ToolSource::Mcp("github".into()),
+            vec![
+                ToolSpec::new("create_issue", "Create an issue", json!({"type": "object", "properties": {"title": {}, "body": {}}, "required": ["title"]})),
+                ToolSpec::new("list_issues", "List issues", json!({"type": "object"})),
+            ],
+        );
+        registry.set_source_tools(
+            ToolSource::Mcp("secret".into()),
+            vec![ToolSpec::new(
+                "create_issue",
+                "Hidden",
+                json!({"type": "object"}),
+            )],
+        );
+        Assembler::new(ToolSearchConfig::default()).assemble(&registry.snapshot(), &scope, 100_000)
+    }
+
+    #[test]
+    fn search_validates_its_arguments() {
+        let a = assembly(Scope::all());
+        assert_eq!(
+            search(&a, &json!({})).unwrap_err(),
+            BridgeError::MissingQuery
+        );
+        assert_eq!(
+            search(&a, &json!("issue")).unwrap_err().code(),
+            "arguments_not_object"
+        );
+        assert_eq!(
+            search(&a, &json!({"query": "x", "limit": "many"}))
+                .unwrap_err()
+                .code(),
+            "bad_limit"
+        );
+        let out = search(&a, &json!({"query": "issue", "limit": 1})).unwrap();
+        assert_eq!(out["matches"].as_array().unwrap().len(), 1);
+        let m = &out["matches"][0];
+        assert_eq!(m["source"], "mcp");
+        assert_eq!(m["server"], "github");
+        assert!(m["tool"] == "create_issue" || m["tool"] == "list_issues");
+    }
+
+    #[test]
+    fn empty_search_names_the_servers() {
+        let a = assembly(Scope::new(["core", "mcp-github"]).unwrap());
+        let out = search(&a, &json!({"query": "zzzz"})).unwrap();
+        let note = out["note"].as_str().unwrap();
+        assert!(
+            note.contains("github") && !note.contains("secret"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn describe_gives_full_schema_and_notes_visible_tools() {
+        let a = assembly(Scope::all());
+        let out = describe(&a, &json!({"name": "mcp_github_create_issue"})).unwrap();
+        assert_eq!(out["input_schema"]["required"], json!(["title"]));
+        assert!(out.get("note").is_none());
+        let out = describe(&a, &json!({"name": "read_file"})).unwrap();
+        assert!(out["note"].as_str().unwrap().contains("already"));
+        let out = describe(&a, &json!({"name": "tool_call"})).unwrap();
+        assert_eq!(out["source"], "bridge");
+        assert_eq!(describe(&a, &json!({})).unwrap_err().code(), "missing_name");
+    }
+
+    #[test]
+    fn out_of_scope_tools_are_not_available_and_never_suggested() {
+        let a = assembly(Scope::new(["core", "mcp-github"]).unwrap());
+        let err = describe(&a, &json!({"name": "mcp_secret_create_issue"})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tool `mcp_secret_create_issue` is not available in this session"
+        );
+        assert!(err.to_json().get("input_schema").is_none());
+        let err = call(&a, &json!({"name": "mcp_secret_create_issu"})).unwrap_err();
+        match err {
+            BridgeError::UnknownTool { suggestions, .. } => {
+                assert!(suggestions.len() <= SUGGESTIONS);
+                assert!(
+                    suggestions.iter().all(|s| !s.contains("secret")),
+                    "{suggestions:?}"
+                );
+            }
+            other => panic!("expected unknown tool, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn call_resolves_the_real_tool() {
+        let a = assembly(Scope::all());
+        let resolved = call(
+            &a,
+            &json!({"name": "mcp_github_create_issue", "arguments": {"title": "t"}}),
+        )
+        .unwrap();
+        assert_eq!(resolved.tool.name(), "mcp_github_create_issue");
+        assert!(resolved.via_bridge);
+        let resolved = call(
+            &a,
+            &json!({"name": "mcp_github_create_issue", "arguments": "{\"title\": \"t\"}"}),
+        )
+        .unwrap();
+        assert_eq!(resolved.arguments["title"], "t");
+        let resolved = call(&a, &json!({"name": "mcp_github_list_issues"})).unwrap();
+        assert!(resolved.arguments.is_empty());
+    }
+
+    #[test]
+    fn call_errors_are_specific() {
+        let a = assembly(Scope::all());
+        let code = |v: Value| call(&a, &v).unwrap_err().code();
+        assert_eq!(code(json!({})), "missing_name");
+        assert_eq!(code(json!({"name": 3})), "missing_name");
+        assert_eq!(
+            code(json!({"name": "tool_call", "arguments": {}})),
+            "bridge_tool_named"
+        );
+        assert_eq!(
+            code(json!({"name": "mcp_github_create_issue", "arguments": "{bad"})),
+            "invalid_arguments_json"
+        );
+        assert_eq!(
+            code(json!({"name": "mcp_github_create_issue", "arguments": [1]})),
+            "arguments_not_object"
+        );
+        assert_eq!(
+            code(json!({"name": "mcp_github_create_issue", "arguments": "[1]"})),
+            "arguments_not_object"
+        );
+        let err = call(
+            &a,
+            &json!({"name": "mcp_github_create_issue", "arguments": {"body": "b"}}),
+        )
+        .unwrap_err();
+        let out = err.to_json();
+        assert_eq!(out["missing"], json!(["title"]));
+        assert_eq!(out["input_schema"]["required"], json!(["title"]));
+        let err = call(&a, &json!({"name": "MCP_github_create_issue"})).unwrap_err();
+        match err {
+            BridgeError::UnknownTool { suggestions, .. } => {
+                assert_eq!(suggestions[0], "mcp_github_create_issue")
+            }
+            other => panic!("expected unknown tool, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_json_error_carries_the_parse_position() {
+        let a = assembly(Scope::all());
+        let err = call(
+            &a,
+            &json!({"name": "mcp_github_create_issue", "arguments": "{\"title\": }"}),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("line 1 column"), "{err}");
+    }
+
+    #[test]
+    fn handle_dispatches_by_bridge_name() {
+        let a = assembly(Scope::all());
+        assert!(handle(&a, "read_file", &json!({})).is_none());
+        assert!(matches!(
+            handle(&a, TOOL_SEARCH, &json!({"query": "issue"})),
+            Some(Ok(BridgeOutcome::Answer(_)))
+        ));
+        assert!(matches!(
+            handle(&a, TOOL_CALL, &json!({"name": "mcp_github_list_issues"})),
+            Some(Ok(BridgeOutcome::Dispatch(_)))
+        ));
+    }
+}
