@@ -87,11 +87,12 @@ pub fn read(path: &Path) -> Result<CatalogDocument, CatalogFileError> {
     })
 }
 
-/// Registers every server of `documents` as an MCP source. A server name
-/// already used by an earlier document gets `_2`, `_3`… and a warning.
+/// Registers every server of `documents` as an MCP source, in one registry
+/// generation. A server name already used by an earlier document gets
+/// `_2`, `_3`… and a warning.
 pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<RegistryReport> {
     let mut used = BTreeSet::new();
-    let mut reports = Vec::new();
+    let mut sources = Vec::new();
     for document in documents {
         for server in &document.servers {
             let mut name = server.name.clone();
@@ -115,13 +116,10 @@ pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<R
                     )
                 })
                 .collect();
-            reports.push(RegistryReport {
-                source: ToolSource::Mcp(name.clone()),
-                report: registry.set_source_tools(ToolSource::Mcp(name), specs),
-            });
+            sources.push((ToolSource::Mcp(name), specs));
         }
     }
-    reports
+    registry.set_many(sources)
 }
 
 /// The registry's deferrable tools in catalog-file form, one server per

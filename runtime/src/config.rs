@@ -353,7 +353,11 @@ fn parse_error(error: &serde_saphyr::Error, file: &str) -> ConfigError {
         .to_owned();
     let message = message
         .replace("invalid i64", "expected an integer")
-        .replace("invalid type: ", "wrong type: ");
+        .replace("invalid type: ", "wrong type: ")
+        .replace(
+            "expected string scalar",
+            "expected a single value, not a list or map",
+        );
     ConfigError::Invalid {
         file: file.to_owned(),
         line,
@@ -387,7 +391,6 @@ fn clamp(
             used,
             range: format!("{}..{}", spec.min, max),
         };
-        tracing::warn!("{warning}");
         warnings.push(warning);
     }
     used

@@ -162,8 +162,12 @@ pub struct RegistrationReport {
 #[derive(Default)]
 struct RegistryState {
     registry_id: u64,
-    sources: BTreeMap<ToolSource, Arc<Vec<ToolSpec>>>,
-    built: HashMap<(ToolSource, String), (String, Arc<Tool>)>,
+    /// Each source's specs and the revision at which they were set.
+    sources: BTreeMap<ToolSource, (u64, Arc<Vec<ToolSpec>>)>,
+    /// Tools built at the last publish: exposed name, the source's revision
+    /// then, and the tool.
+    built: HashMap<(ToolSource, String), (String, u64, Arc<Tool>)>,
+    revision: u64,
     generation: u64,
 }
 
@@ -219,10 +223,31 @@ impl ToolRegistry {
 
     /// Replaces every tool of `source` with `specs` and publishes a new generation.
     pub fn set_source_tools(&self, source: ToolSource, specs: Vec<ToolSpec>) -> RegistrationReport {
+        let mut reports = self.set_many(vec![(source, specs)]);
+        reports.pop().map(|r| r.report).unwrap_or_default()
+    }
+
+    /// Replaces the tools of several sources at once, in one new generation
+    /// (loading a catalog of many servers costs one rebuild, not one each).
+    pub fn set_many(&self, sources: Vec<(ToolSource, Vec<ToolSpec>)>) -> Vec<RegistryReport> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.sources.insert(source.clone(), Arc::new(specs));
+        let mut changed = Vec::with_capacity(sources.len());
+        for (source, specs) in sources {
+            state.revision += 1;
+            let revision = state.revision;
+            state
+                .sources
+                .insert(source.clone(), (revision, Arc::new(specs)));
+            changed.push(source);
+        }
         let snapshot = self.publish(&mut state);
-        report_for(&snapshot, &source)
+        changed
+            .into_iter()
+            .map(|source| RegistryReport {
+                report: report_for(&snapshot, &source),
+                source,
+            })
+            .collect()
     }
 
     /// Removes every tool of `source`; returns whether it had any entry.
@@ -272,6 +297,7 @@ fn is_valid_plain_name(name: &str) -> bool {
 /// A tool that passed the per-source checks and waits for its exposed name.
 struct Candidate<'a> {
     source: &'a ToolSource,
+    revision: u64,
     spec: &'a ToolSpec,
     wanted: String,
 }
@@ -280,10 +306,11 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     let mut refused = Vec::new();
     let mut renamed = Vec::new();
     let mut owner: HashMap<String, ToolSource> = HashMap::new();
-    let mut assigned: Vec<(&ToolSource, &ToolSpec, String)> = Vec::new();
+    let mut assigned: Vec<(&ToolSource, u64, &ToolSpec, String)> = Vec::new();
     let mut mcp: Vec<Candidate<'_>> = Vec::new();
 
-    for (source, specs) in &state.sources {
+    for (source, (revision, specs)) in &state.sources {
+        let revision = *revision;
         let mut seen = std::collections::HashSet::new();
         for spec in specs.iter() {
             let refuse = |reason| RefusedTool {
@@ -302,6 +329,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             match source {
                 ToolSource::Mcp(server) => mcp.push(Candidate {
                     source,
+                    revision,
                     spec,
                     wanted: mcp_tool_name(server, &spec.name),
                 }),
@@ -315,7 +343,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
                         }));
                     } else {
                         owner.insert(spec.name.clone(), source.clone());
-                        assigned.push((source, spec, spec.name.clone()));
+                        assigned.push((source, revision, spec, spec.name.clone()));
                     }
                 }
             }
@@ -338,7 +366,12 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             losers.push(candidate);
         } else {
             owner.insert(candidate.wanted.clone(), candidate.source.clone());
-            assigned.push((candidate.source, candidate.spec, candidate.wanted));
+            assigned.push((
+                candidate.source,
+                candidate.revision,
+                candidate.spec,
+                candidate.wanted,
+            ));
         }
     }
     for candidate in losers {
@@ -363,7 +396,12 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             wanted: candidate.wanted,
             exposed: exposed.clone(),
         });
-        assigned.push((candidate.source, candidate.spec, exposed));
+        assigned.push((
+            candidate.source,
+            candidate.revision,
+            candidate.spec,
+            exposed,
+        ));
     }
 
     for refusal in &refused {
@@ -376,24 +414,26 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     }
 
     // Reuse the built `Tool` when nothing about it changed: building one
-    // serialises its schema, which dominates the cost of a reload.
+    // serialises its schema, which dominates the cost of a reload. A source
+    // not set since the last publish is reused without comparing anything.
     let mut previous = std::mem::take(&mut state.built);
     let mut built = HashMap::with_capacity(assigned.len());
     let mut grouped: BTreeMap<&ToolSource, Vec<Arc<Tool>>> = BTreeMap::new();
-    for (source, spec, exposed) in assigned {
+    for (source, revision, spec, exposed) in assigned {
         let key = (source.clone(), spec.name.clone());
         let tool = match previous.remove(&key) {
-            Some((name, tool))
+            Some((name, built_at, tool))
                 if name == exposed
-                    && tool.description() == spec.description
-                    && *tool.input_schema() == spec.input_schema =>
+                    && (built_at == revision
+                        || (tool.description() == spec.description
+                            && *tool.input_schema() == spec.input_schema)) =>
             {
                 tool
             }
             _ => Arc::new(Tool::new(exposed.clone(), source.clone(), spec)),
         };
         grouped.entry(source).or_default().push(tool.clone());
-        built.insert(key, (exposed, tool));
+        built.insert(key, (exposed, revision, tool));
     }
     state.built = built;
 

@@ -83,3 +83,98 @@ pub fn quiver_json_lines(args: &[&str]) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// A path as a command-line argument.
+pub fn arg(path: &Path) -> &str {
+    match path.to_str() {
+        Some(text) => text,
+        None => panic!("path is not UTF-8: {}", path.display()),
+    }
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => panic!("cannot read {}: {error}", path.display()),
+    };
+    match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(error) => panic!("{} is not JSON: {error}", path.display()),
+    }
+}
+
+/// `(server name, tool count)` of every server of a catalog document, in
+/// file order.
+pub fn server_sizes(document: &serde_json::Value) -> Vec<(String, usize)> {
+    document["servers"]
+        .as_array()
+        .map(|servers| {
+            servers
+                .iter()
+                .map(|s| {
+                    (
+                        s["name"].as_str().unwrap_or_default().to_owned(),
+                        s["tools"].as_array().map_or(0, Vec::len),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `quiver catalog assemble --json` on `catalogs` (and `config`, when
+/// given) for a context of `context_tokens` and parses its single line.
+pub fn assemble(
+    catalogs: &[&Path],
+    config: Option<&Path>,
+    context_tokens: u64,
+) -> serde_json::Value {
+    let context = context_tokens.to_string();
+    let mut args = vec!["catalog", "assemble"];
+    for catalog in catalogs {
+        args.extend(["--catalog", arg(catalog)]);
+    }
+    if let Some(config) = config {
+        args.extend(["--config", arg(config)]);
+    }
+    args.extend(["--context-tokens", &context, "--json"]);
+    let mut lines = quiver_json_lines(&args);
+    assert_eq!(
+        lines.len(),
+        1,
+        "quiver {args:?} printed {} lines",
+        lines.len()
+    );
+    lines.remove(0)
+}
+
+/// The line of the `tool_search` description after which the listing starts.
+pub const LISTING_HEADING: &str = "Deferred tools by server:";
+
+/// The `function` object of the tool named `name` in an assembly's `tools`.
+pub fn function<'a>(assembly: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    assembly["tools"]
+        .as_array()?
+        .iter()
+        .map(|t| &t["function"])
+        .find(|f| f["name"] == name)
+}
+
+/// The listing in an assembly's `tool_search` description: the text after
+/// the line [`LISTING_HEADING`], or `""` when there is no such line.
+pub fn listing_text(assembly: &serde_json::Value) -> String {
+    let description = function(assembly, "tool_search")
+        .and_then(|f| f["description"].as_str())
+        .unwrap_or_default();
+    let heading = format!("\n{LISTING_HEADING}\n");
+    description
+        .split_once(&heading)
+        .map(|(_, listing)| listing.to_owned())
+        .unwrap_or_default()
+}
+
+/// `ceil(chars / 4)`, the token estimate of prompt text.
+pub fn tokens_of(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
