@@ -8,8 +8,9 @@
 //! the file, line, column, key and the allowed values.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
@@ -100,11 +101,53 @@ impl Default for ToolSearchConfig {
     }
 }
 
+/// The validated `plugins` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginsConfig {
+    /// Directories whose `*.so` files are plugins (relative paths are
+    /// resolved against the config file's directory).
+    pub dirs: Vec<PathBuf>,
+    /// Where private per-generation copies of loaded plugins are kept;
+    /// `None`: `$XDG_STATE_HOME/quiver/plugins` (or `~/.local/state/...`).
+    pub state_dir: Option<PathBuf>,
+    /// Longest a plugin call may take, in milliseconds.
+    pub call_timeout_ms: u64,
+    /// Warn when this many plugin generations have been loaded in the
+    /// process (they are never unloaded).
+    pub reload_warn_after: u64,
+    /// Plugin file name (without `.so`) to the lowercase hex sha256 it must have.
+    pub pin: BTreeMap<String, String>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            dirs: Vec::new(),
+            state_dir: None,
+            call_timeout_ms: 30_000,
+            reload_warn_after: 100,
+            pin: BTreeMap::new(),
+        }
+    }
+}
+
+impl PluginsConfig {
+    fn resolve_relative_to(&mut self, base: &Path) {
+        for dir in self.dirs.iter_mut().chain(self.state_dir.as_mut()) {
+            if dir.is_relative() {
+                *dir = base.join(&*dir);
+            }
+        }
+    }
+}
+
 /// The validated configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     /// `tools.tool_search`.
     pub tool_search: ToolSearchConfig,
+    /// `plugins`.
+    pub plugins: PluginsConfig,
 }
 
 /// A value that was out of range and was clamped.
@@ -180,6 +223,17 @@ pub struct LoadedConfig {
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     tools: Option<RawTools>,
+    plugins: Option<RawPlugins>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawPlugins {
+    dirs: Option<Vec<Spanned<String>>>,
+    state_dir: Option<Spanned<String>>,
+    call_timeout_ms: Option<Spanned<i64>>,
+    reload_warn_after: Option<Spanned<i64>>,
+    pin: Option<BTreeMap<String, Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -273,6 +327,17 @@ const LISTING_MAX_TOKENS: IntKey = IntKey {
     min: 200,
     max: 60_000,
 };
+const CALL_TIMEOUT_MS: IntKey = IntKey {
+    key: "plugins.call_timeout_ms",
+    min: 1,
+    max: 600_000,
+};
+const RELOAD_WARN_AFTER: IntKey = IntKey {
+    key: "plugins.reload_warn_after",
+    min: 1,
+    max: 100_000,
+};
+const PLUGINS_KEYS: &str = "dirs, state_dir, call_timeout_ms, reload_warn_after, pin";
 const SEARCH_DEFAULT_LIMIT: &str = "tools.tool_search.search_default_limit";
 
 const TOOL_SEARCH_KEYS: &str = "enabled, threshold_pct, search_default_limit, max_search_limit, listing, listing_max_tokens, eager, mode";
@@ -282,7 +347,17 @@ fn allowed_for(key: &str) -> String {
     let leaf = key.rsplit('.').next().unwrap_or(key);
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
-        ("<root>", _) | (".", _) => "a map with key tools".into(),
+        ("<root>", _) | (".", _) => "a map with keys tools, plugins".into(),
+        ("plugins", _) => format!("a map with keys {PLUGINS_KEYS}"),
+        ("plugins.dirs", _) => "a list of directory paths".into(),
+        ("plugins.state_dir", _) => "a directory path".into(),
+        ("plugins.call_timeout_ms", _) => "an integer from 1 to 600000".into(),
+        ("plugins.reload_warn_after", _) => "an integer from 1 to 100000".into(),
+        _ if key.starts_with("plugins.pin") => {
+            "a map of plugin file name (without .so) to its sha256 as 64 hex digits".into()
+        }
+        _ if key.starts_with("plugins.dirs") => "a directory path".into(),
+        _ if key.starts_with("plugins") => format!("keys {PLUGINS_KEYS}"),
         ("tools", _) => "a map with key tool_search".into(),
         ("tools.tool_search", _) => format!("true, false or a map with keys {TOOL_SEARCH_KEYS}"),
         (_, "enabled") | (_, "listing") => "auto, on, off".into(),
@@ -294,7 +369,7 @@ fn allowed_for(key: &str) -> String {
         (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
         _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
         _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "key tools".into(),
+        _ => "keys tools, plugins".into(),
     }
 }
 
@@ -307,7 +382,10 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
         file: file.clone(),
         source,
     })?;
-    parse(&text, &file)
+    let mut loaded = parse(&text, &file)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    loaded.config.plugins.resolve_relative_to(base);
+    Ok(loaded)
 }
 
 /// The embedded default configuration.
@@ -396,8 +474,69 @@ fn clamp(
     used
 }
 
+fn validate_plugins(
+    raw: RawPlugins,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<PluginsConfig, ConfigError> {
+    let defaults = PluginsConfig::default();
+    let call_timeout_ms = clamp(
+        &raw.call_timeout_ms,
+        &CALL_TIMEOUT_MS,
+        None,
+        defaults.call_timeout_ms as i64,
+        file,
+        warnings,
+    );
+    let reload_warn_after = clamp(
+        &raw.reload_warn_after,
+        &RELOAD_WARN_AFTER,
+        None,
+        defaults.reload_warn_after as i64,
+        file,
+        warnings,
+    );
+    let mut dirs = Vec::new();
+    for (index, dir) in raw.dirs.unwrap_or_default().into_iter().enumerate() {
+        if dir.value.trim().is_empty() {
+            return Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                line: dir.referenced.line() as u32,
+                column: dir.referenced.column() as u32,
+                key: format!("plugins.dirs[{index}]"),
+                message: "empty directory path".into(),
+                allowed: allowed_for("plugins.dirs[]"),
+            });
+        }
+        dirs.push(PathBuf::from(dir.value));
+    }
+    let mut pin = BTreeMap::new();
+    for (name, hash) in raw.pin.unwrap_or_default() {
+        let value = hash.value.trim().to_ascii_lowercase();
+        if value.len() != 64 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                line: hash.referenced.line() as u32,
+                column: hash.referenced.column() as u32,
+                key: format!("plugins.pin.{name}"),
+                message: format!("`{}` is not a sha256 digest", hash.value),
+                allowed: allowed_for("plugins.pin"),
+            });
+        }
+        pin.insert(name, value);
+    }
+    Ok(PluginsConfig {
+        dirs,
+        state_dir: raw.state_dir.map(|s| PathBuf::from(s.value)),
+        call_timeout_ms: call_timeout_ms as u64,
+        reload_warn_after: reload_warn_after as u64,
+        pin,
+    })
+}
+
 fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
+    let plugins = validate_plugins(raw.plugins.unwrap_or_default(), file, &mut warnings)?;
     let defaults = ToolSearchConfig::default();
     let raw_search = match raw.tools.and_then(|t| t.tool_search) {
         None | Some(RawToolSearchSetting::Bool(true)) => RawToolSearch::default(),
@@ -477,7 +616,10 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
         mode: raw_search.mode.unwrap_or(defaults.mode),
     };
     Ok(LoadedConfig {
-        config: Config { tool_search },
+        config: Config {
+            tool_search,
+            plugins,
+        },
         warnings,
     })
 }
@@ -624,6 +766,70 @@ mod tests {
         assert_eq!(c.effective_limit(None), 5);
         assert_eq!(c.effective_limit(Some(0)), 1);
         assert_eq!(c.effective_limit(Some(1000)), 20);
+    }
+
+    #[test]
+    fn plugins_section_is_read() {
+        let hash = "AB".repeat(32);
+        let text = format!(
+            "plugins:\n  dirs: [plugins, /opt/quiver/plugins]\n  state_dir: /var/lib/quiver\n  call_timeout_ms: 2500\n  reload_warn_after: 10\n  pin:\n    text: {hash}\n"
+        );
+        let loaded = parse(&text, "q.yaml").unwrap();
+        assert!(loaded.warnings.is_empty());
+        let p = loaded.config.plugins;
+        assert_eq!(
+            p.dirs,
+            [
+                PathBuf::from("plugins"),
+                PathBuf::from("/opt/quiver/plugins")
+            ]
+        );
+        assert_eq!(p.state_dir, Some(PathBuf::from("/var/lib/quiver")));
+        assert_eq!((p.call_timeout_ms, p.reload_warn_after), (2500, 10));
+        assert_eq!(p.pin["text"], "ab".repeat(32));
+    }
+
+    #[test]
+    fn plugins_defaults_and_clamps() {
+        let p = parse("", "q.yaml").unwrap().config.plugins;
+        assert_eq!(p, PluginsConfig::default());
+        let loaded = parse("plugins:\n  call_timeout_ms: 0\n", "q.yaml").unwrap();
+        assert_eq!(loaded.config.plugins.call_timeout_ms, 1);
+        assert_eq!(loaded.warnings[0].key, "plugins.call_timeout_ms");
+        assert_eq!(
+            (loaded.warnings[0].line, loaded.warnings[0].column),
+            (2, 20)
+        );
+    }
+
+    #[test]
+    fn plugins_errors_name_key_and_allowed_values() {
+        let (key, line, _, _, allowed) = invalid("plugins:\n  pin:\n    text: nothex\n");
+        assert_eq!((key.as_str(), line), ("plugins.pin.text", 3));
+        assert!(allowed.contains("sha256"), "{allowed}");
+        let (key, line, column, message, allowed) = invalid("plugins:\n  dir: [x]\n");
+        assert_eq!((line, column), (2, 3));
+        assert!(key.starts_with("plugins"), "{key}");
+        assert!(message.contains("dir"), "{message}");
+        assert!(allowed.contains("state_dir"), "{allowed}");
+        let (key, _, _, _, allowed) = invalid("plugins:\n  call_timeout_ms: soon\n");
+        assert_eq!(key, "plugins.call_timeout_ms");
+        assert_eq!(allowed, "an integer from 1 to 600000");
+    }
+
+    #[test]
+    fn relative_plugin_paths_follow_the_config_file() {
+        let mut p = PluginsConfig {
+            dirs: vec!["p".into(), "/abs".into()],
+            state_dir: Some("s".into()),
+            ..PluginsConfig::default()
+        };
+        p.resolve_relative_to(Path::new("/etc/quiver"));
+        assert_eq!(
+            p.dirs,
+            [PathBuf::from("/etc/quiver/p"), PathBuf::from("/abs")]
+        );
+        assert_eq!(p.state_dir, Some(PathBuf::from("/etc/quiver/s")));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - [`listing`]: the token-budgeted per-server listing of the deferred tools;
 //! - [`assembly`]: the exact tools array for this turn, tier by tier;
 //! - [`bridge`]: `tool_search`, `tool_describe` and `tool_call`;
-//! - [`search`]: BM25 retrieval behind `tool_search`.
+//! - [`search`]: BM25 retrieval behind `tool_search`;
+//! - [`plugins`]: `.so` tool plugins, hot-reloaded, called on a blocking pool.
 //!
 //! ```
 //! use quiver_runtime::{assembly::Assembler, config::ToolSearchConfig, registry::ToolRegistry};
@@ -34,6 +35,7 @@ pub mod catalog_file;
 pub mod config;
 pub mod listing;
 pub mod naming;
+pub mod plugins;
 pub mod registry;
 pub mod scope;
 pub mod search;

@@ -15,6 +15,8 @@ use quiver_runtime::config::{self, ConfigError, LoadedConfig};
 use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
 
+mod plugin_cli;
+
 #[derive(Parser)]
 #[command(
     name = "quiver",
@@ -34,6 +36,9 @@ enum Command {
     /// Assemble and search tool catalogs from catalog files.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// Write, check and list `.so` tool plugins.
+    #[command(subcommand)]
+    Plugin(plugin_cli::PluginCommand),
 }
 
 #[derive(Subcommand)]
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
+        Command::Plugin(command) => plugin_cli::run(command),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,

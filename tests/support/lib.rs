@@ -178,3 +178,80 @@ pub fn listing_text(assembly: &serde_json::Value) -> String {
 pub fn tokens_of(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
+
+/// The plugin and fixture-plugin packages, by short name.
+pub const PLUGIN_PACKAGES: &[(&str, &str)] = &[
+    ("text", "quiver-plugin-text"),
+    ("time", "quiver-plugin-time"),
+    ("sqlite", "quiver-plugin-sqlite"),
+    ("echo_v1", "fixture-plugin-echo-v1"),
+    ("echo_v2", "fixture-plugin-echo-v2"),
+    ("panicky", "fixture-plugin-panicky"),
+    ("slow", "fixture-plugin-slow"),
+    ("abi_mismatch", "fixture-plugin-abi-mismatch"),
+    ("bad_manifest", "fixture-plugin-bad-manifest"),
+];
+
+/// Builds every plugin cdylib once per test process (same profile as the
+/// test binary) and returns the `.so` of the plugin with short name `name`
+/// (see [`PLUGIN_PACKAGES`]).
+pub fn plugin_so(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let release = !cfg!(debug_assertions);
+        let mut command = Command::new(cargo);
+        command.args(["build", "--quiet"]);
+        for (_, package) in PLUGIN_PACKAGES {
+            command.args(["-p", package]);
+        }
+        if release {
+            command.arg("--release");
+        }
+        let status = command.current_dir(workspace_root()).status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "building the plugins failed: {status:?}"
+        );
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join(if release { "release" } else { "debug" })
+    });
+    let Some((_, package)) = PLUGIN_PACKAGES.iter().find(|(short, _)| *short == name) else {
+        panic!("no plugin package named {name}");
+    };
+    dir.join(format!("lib{}.so", package.replace('-', "_")))
+}
+
+/// Installs `so` into `dir` as `file_name` the way the docs say: copy to a
+/// dotfile in the same directory, then rename over the target (atomic).
+pub fn install_plugin(so: &Path, dir: &Path, file_name: &str) -> PathBuf {
+    let temporary = dir.join(format!(".{file_name}.partial"));
+    let target = dir.join(file_name);
+    if let Err(error) =
+        std::fs::copy(so, &temporary).and_then(|_| std::fs::rename(&temporary, &target))
+    {
+        panic!(
+            "cannot install {} as {}: {error}",
+            so.display(),
+            target.display()
+        );
+    }
+    target
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes;
+/// returns whether it held.
+pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
