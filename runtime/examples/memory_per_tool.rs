@@ -189,47 +189,34 @@ fn report(label: &str, files: &[&str]) {
     let tools = snapshot.len();
 
     // Rebuild what the registry holds piece by piece, to attribute its bytes.
-    // (a) The specs it keeps per source (as `register` hands them over).
+    // (a) The specs it keeps per source; each `Tool` shares its spec.
     let (specs, specs_heap) = measure(|| {
         snapshot
-            .groups()
-            .iter()
-            .map(|g| {
-                Arc::new(
-                    g.tools()
-                        .iter()
-                        .map(|t| {
-                            ToolSpec::new(
-                                t.original_name(),
-                                t.description(),
-                                t.input_schema().clone(),
-                            )
-                        })
-                        .collect::<Vec<_>>(),
-                )
+            .tools()
+            .map(|t| {
+                Arc::new(ToolSpec::new(
+                    t.original_name(),
+                    t.description(),
+                    t.input_schema().clone(),
+                ))
             })
             .collect::<Vec<_>>()
     });
-    // (b) The built `Tool`s, and within them the schema copy.
+    // (b) The built `Tool`s around those shared specs.
     let (built, tools_heap) = measure(|| {
         snapshot
-            .groups()
-            .iter()
+            .tools()
             .zip(&specs)
-            .flat_map(|(g, specs)| {
-                g.tools().iter().zip(specs.iter()).map(|(t, spec)| {
-                    Arc::new(Tool::new(t.name().to_owned(), g.source().clone(), spec))
-                })
+            .map(|(t, spec)| {
+                Arc::new(Tool::from_shared(
+                    t.name().to_owned(),
+                    t.source().clone(),
+                    spec.clone(),
+                ))
             })
             .collect::<Vec<_>>()
     });
-    let (schema_copies, schema_copy_heap) = measure(|| {
-        built
-            .iter()
-            .map(|t| Arc::new(t.input_schema().clone()))
-            .collect::<Vec<_>>()
-    });
-    drop((specs, built, schema_copies));
+    drop((specs, built));
 
     // The catalog and its search index.
     let config = ToolSearchConfig::default();
@@ -277,16 +264,12 @@ fn report(label: &str, files: &[&str]) {
             heap: registry_heap,
         },
         Row {
-            label: "  of which: kept ToolSpecs (incl. schema)",
+            label: "  of which: ToolSpecs (incl. schema)",
             heap: specs_heap,
         },
         Row {
-            label: "  of which: Arc<Tool>s (incl. schema copy)",
+            label: "  of which: Arc<Tool>s (sharing the spec)",
             heap: tools_heap,
-        },
-        Row {
-            label: "    of which: Tool's own schema copy",
-            heap: schema_copy_heap,
         },
         Row {
             label: "  of which: maps, snapshot, other",
@@ -329,13 +312,6 @@ fn report(label: &str, files: &[&str]) {
         per(beyond.bytes),
         per(beyond.malloc),
         TARGET_BYTES_PER_TOOL
-    );
-    // What a `Tool` sharing its spec's schema (one `Arc<Value>`) would save.
-    let shared = beyond.sub(schema_copy_heap);
-    println!(
-        "without the Tool's own schema copy: {:.0} bytes/tool requested ({:.0} with malloc overhead)",
-        per(shared.bytes),
-        per(shared.malloc)
     );
     println!(
         "one assembly (per turn, not kept): {} bytes for {assembly_catalog} deferred tools, listing {listing_tokens} tokens",

@@ -138,10 +138,7 @@ impl Assembler {
             Switch::Auto => catalog.deferred_count() > 0,
         };
         let mut tools: Vec<Value> = catalog.eager().iter().map(|t| t.definition()).collect();
-        let deferred_chars: u64 = catalog
-            .deferred()
-            .map(|t| t.definition_chars() as u64)
-            .sum();
+        let deferred_chars = catalog.deferred_definition_chars();
         let (tier, listing, search_description) = if !bridge {
             (
                 Tier::Eager,

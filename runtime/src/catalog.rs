@@ -18,6 +18,31 @@ use crate::tool::{Tool, ToolSource};
 pub struct CatalogGroup {
     source: ToolSource,
     tools: Vec<Arc<Tool>>,
+    totals: GroupTotals,
+}
+
+/// Character totals over a group's tools, summed once when the catalog is
+/// built so that choosing listing forms does not walk every tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupTotals {
+    /// Sum of the tools' name lengths.
+    pub name_chars: u64,
+    /// Sum of the tools' short-description lengths.
+    pub short_description_chars: u64,
+    /// Tools with a non-empty short description.
+    pub described: u64,
+    /// Sum of the tools' function-definition lengths.
+    pub definition_chars: u64,
+}
+
+impl GroupTotals {
+    fn add(&mut self, tool: &Tool) {
+        self.name_chars += tool.name_chars() as u64;
+        let short = tool.short_description_chars() as u64;
+        self.short_description_chars += short;
+        self.described += u64::from(short > 0);
+        self.definition_chars += tool.definition_chars() as u64;
+    }
 }
 
 impl CatalogGroup {
@@ -35,6 +60,11 @@ impl CatalogGroup {
     pub fn tools(&self) -> &[Arc<Tool>] {
         &self.tools
     }
+
+    /// Character totals over the tools.
+    pub fn totals(&self) -> GroupTotals {
+        self.totals
+    }
 }
 
 /// Eager and deferred tools of one session at one registry generation.
@@ -44,6 +74,7 @@ pub struct Catalog {
     eager: Vec<Arc<Tool>>,
     groups: Vec<CatalogGroup>,
     deferred_count: usize,
+    deferred_definition_chars: u64,
     index: OnceLock<SearchIndex>,
 }
 
@@ -65,6 +96,7 @@ impl Catalog {
             // the common path (a fully granted server with no eager globs).
             let whole_group = scope.allows_toolset(&source.toolset());
             let mut deferred = Vec::new();
+            let mut totals = GroupTotals::default();
             for tool in group.tools() {
                 if !whole_group && !scope.allows(tool) {
                     continue;
@@ -72,6 +104,7 @@ impl Catalog {
                 if !defer || !source.is_deferrable() || config.is_eager(tool.name()) {
                     eager.push(tool.clone());
                 } else {
+                    totals.add(tool);
                     deferred.push(tool.clone());
                 }
             }
@@ -79,17 +112,20 @@ impl Catalog {
                 groups.push(CatalogGroup {
                     source: source.clone(),
                     tools: deferred,
+                    totals,
                 });
             }
         }
         eager.sort_by(|a, b| a.name().cmp(b.name()));
         groups.sort_by(|a, b| (a.name(), a.source.kind()).cmp(&(b.name(), b.source.kind())));
         let deferred_count = groups.iter().map(|g| g.tools.len()).sum();
+        let deferred_definition_chars = groups.iter().map(|g| g.totals.definition_chars).sum();
         Catalog {
             generation: snapshot.generation(),
             eager,
             groups,
             deferred_count,
+            deferred_definition_chars,
             index: OnceLock::new(),
         }
     }
@@ -112,6 +148,11 @@ impl Catalog {
     /// Number of deferred tools.
     pub fn deferred_count(&self) -> usize {
         self.deferred_count
+    }
+
+    /// Characters of every deferred tool's function definition, summed.
+    pub fn deferred_definition_chars(&self) -> u64 {
+        self.deferred_definition_chars
     }
 
     /// Deferred tools in catalog order (group by group, name by name).

@@ -131,26 +131,23 @@ fn header_chars(group: &CatalogGroup) -> u64 {
     chars(group.name()) + 2 + digits(n) + 1 + chars(plural(n, "tool", "tools")) + 2
 }
 
+/// Header line, then `- name: short description\n` per tool (`- name\n`
+/// when it has no description).
 fn full_chars(group: &CatalogGroup) -> u64 {
+    let totals = group.totals();
+    let n = group.tools().len() as u64;
     header_chars(group)
         + 1
-        + group
-            .tools()
-            .iter()
-            .map(|t| {
-                let description = t.short_description_chars() as u64;
-                2 + t.name_chars() as u64 + if description > 0 { 2 + description } else { 0 } + 1
-            })
-            .sum::<u64>()
+        + 3 * n
+        + totals.name_chars
+        + 2 * totals.described
+        + totals.short_description_chars
 }
 
+/// Header, a space, the names joined by `, `, a line end.
 fn names_chars(group: &CatalogGroup) -> u64 {
-    let tools = group.tools();
-    header_chars(group)
-        + 1
-        + tools.iter().map(|t| t.name_chars() as u64).sum::<u64>()
-        + 2 * (tools.len().saturating_sub(1) as u64)
-        + 1
+    let n = group.tools().len() as u64;
+    header_chars(group) + 1 + group.totals().name_chars + 2 * n.saturating_sub(1) + 1
 }
 
 /// `NAME: N tools\n`

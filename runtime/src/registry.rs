@@ -162,12 +162,10 @@ pub struct RegistrationReport {
 #[derive(Default)]
 struct RegistryState {
     registry_id: u64,
-    /// Each source's specs and the revision at which they were set.
-    sources: BTreeMap<ToolSource, (u64, Arc<Vec<ToolSpec>>)>,
-    /// Tools built at the last publish: exposed name, the source's revision
-    /// then, and the tool.
-    built: HashMap<(ToolSource, String), (String, u64, Arc<Tool>)>,
-    revision: u64,
+    /// Each source's specs, shared with the tools built from them.
+    sources: BTreeMap<ToolSource, Vec<Arc<ToolSpec>>>,
+    /// Tools built at the last publish, with their exposed names.
+    built: HashMap<(ToolSource, String), (String, Arc<Tool>)>,
     generation: u64,
 }
 
@@ -233,11 +231,18 @@ impl ToolRegistry {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut changed = Vec::with_capacity(sources.len());
         for (source, specs) in sources {
-            state.revision += 1;
-            let revision = state.revision;
-            state
-                .sources
-                .insert(source.clone(), (revision, Arc::new(specs)));
+            // An unchanged spec keeps the `Arc` its built tool already shares,
+            // so a reload neither copies schemas nor rebuilds tools.
+            let specs = specs
+                .into_iter()
+                .map(
+                    |spec| match state.built.get(&(source.clone(), spec.name.clone())) {
+                        Some((_, tool)) if **tool.spec() == spec => tool.spec().clone(),
+                        _ => Arc::new(spec),
+                    },
+                )
+                .collect();
+            state.sources.insert(source.clone(), specs);
             changed.push(source);
         }
         let snapshot = self.publish(&mut state);
@@ -297,8 +302,7 @@ fn is_valid_plain_name(name: &str) -> bool {
 /// A tool that passed the per-source checks and waits for its exposed name.
 struct Candidate<'a> {
     source: &'a ToolSource,
-    revision: u64,
-    spec: &'a ToolSpec,
+    spec: &'a Arc<ToolSpec>,
     wanted: String,
 }
 
@@ -306,11 +310,10 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     let mut refused = Vec::new();
     let mut renamed = Vec::new();
     let mut owner: HashMap<String, ToolSource> = HashMap::new();
-    let mut assigned: Vec<(&ToolSource, u64, &ToolSpec, String)> = Vec::new();
+    let mut assigned: Vec<(&ToolSource, &Arc<ToolSpec>, String)> = Vec::new();
     let mut mcp: Vec<Candidate<'_>> = Vec::new();
 
-    for (source, (revision, specs)) in &state.sources {
-        let revision = *revision;
+    for (source, specs) in &state.sources {
         let mut seen = std::collections::HashSet::new();
         for spec in specs.iter() {
             let refuse = |reason| RefusedTool {
@@ -329,7 +332,6 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             match source {
                 ToolSource::Mcp(server) => mcp.push(Candidate {
                     source,
-                    revision,
                     spec,
                     wanted: mcp_tool_name(server, &spec.name),
                 }),
@@ -343,7 +345,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
                         }));
                     } else {
                         owner.insert(spec.name.clone(), source.clone());
-                        assigned.push((source, revision, spec, spec.name.clone()));
+                        assigned.push((source, spec, spec.name.clone()));
                     }
                 }
             }
@@ -366,12 +368,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             losers.push(candidate);
         } else {
             owner.insert(candidate.wanted.clone(), candidate.source.clone());
-            assigned.push((
-                candidate.source,
-                candidate.revision,
-                candidate.spec,
-                candidate.wanted,
-            ));
+            assigned.push((candidate.source, candidate.spec, candidate.wanted));
         }
     }
     for candidate in losers {
@@ -396,12 +393,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             wanted: candidate.wanted,
             exposed: exposed.clone(),
         });
-        assigned.push((
-            candidate.source,
-            candidate.revision,
-            candidate.spec,
-            exposed,
-        ));
+        assigned.push((candidate.source, candidate.spec, exposed));
     }
 
     for refusal in &refused {
@@ -414,26 +406,24 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     }
 
     // Reuse the built `Tool` when nothing about it changed: building one
-    // serialises its schema, which dominates the cost of a reload. A source
-    // not set since the last publish is reused without comparing anything.
+    // serialises its schema, which dominates the cost of a reload. Specs
+    // that did not change share the tool's `Arc` (see `set_many`), so
+    // pointer equality is enough.
     let mut previous = std::mem::take(&mut state.built);
     let mut built = HashMap::with_capacity(assigned.len());
     let mut grouped: BTreeMap<&ToolSource, Vec<Arc<Tool>>> = BTreeMap::new();
-    for (source, revision, spec, exposed) in assigned {
+    for (source, spec, exposed) in assigned {
         let key = (source.clone(), spec.name.clone());
         let tool = match previous.remove(&key) {
-            Some((name, built_at, tool))
-                if name == exposed
-                    && (built_at == revision
-                        || (tool.description() == spec.description
-                            && *tool.input_schema() == spec.input_schema)) =>
-            {
-                tool
-            }
-            _ => Arc::new(Tool::new(exposed.clone(), source.clone(), spec)),
+            Some((name, tool)) if name == exposed && Arc::ptr_eq(tool.spec(), spec) => tool,
+            _ => Arc::new(Tool::from_shared(
+                exposed.clone(),
+                source.clone(),
+                spec.clone(),
+            )),
         };
         grouped.entry(source).or_default().push(tool.clone());
-        built.insert(key, (exposed, revision, tool));
+        built.insert(key, (exposed, tool));
     }
     state.built = built;
 

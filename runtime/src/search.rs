@@ -52,7 +52,6 @@ struct Posting {
 #[derive(Debug, Default)]
 pub struct SearchIndex {
     docs: Vec<Arc<Tool>>,
-    lowercase_names: Vec<String>,
     terms: HashMap<Box<str>, u32>,
     postings: Vec<Vec<Posting>>,
     idf: Vec<f64>,
@@ -64,34 +63,44 @@ impl SearchIndex {
     /// Indexes `tools`; their order is the tie-break order.
     pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> SearchIndex {
         let mut index = SearchIndex::default();
-        let mut counts: HashMap<u32, u32> = HashMap::new();
+        // The document's term ids, sorted afterwards so that equal ids form
+        // runs: cheaper than a map per document.
+        let mut doc_terms: Vec<u32> = Vec::new();
         for tool in tools {
             let doc = index.docs.len() as u32;
-            counts.clear();
-            let mut length = 0u32;
+            doc_terms.clear();
             let mut add = |token: &str| {
-                let next = index.terms.len() as u32;
-                let term = *index.terms.entry(token.into()).or_insert(next);
-                if term == next {
-                    index.postings.push(Vec::new());
-                }
-                *counts.entry(term).or_insert(0) += 1;
-                length += 1;
+                // Look up first: most tokens are known terms, and building
+                // the owned key only for new ones saves an allocation each.
+                let term = match index.terms.get(token) {
+                    Some(&term) => term,
+                    None => {
+                        let term = index.terms.len() as u32;
+                        index.terms.insert(token.into(), term);
+                        index.postings.push(Vec::new());
+                        term
+                    }
+                };
+                doc_terms.push(term);
             };
             tokenize(tool.name(), &mut add);
             tokenize(tool.description(), &mut add);
             for parameter in tool.parameter_names() {
                 tokenize(parameter, &mut add);
             }
-            let mut doc_terms: Vec<(u32, u32)> = counts.iter().map(|(&t, &c)| (t, c)).collect();
             doc_terms.sort_unstable();
-            for (term, tf) in doc_terms {
-                if let Some(list) = index.postings.get_mut(term as usize) {
-                    list.push(Posting { doc, tf });
+            for run in doc_terms.chunk_by(|a, b| a == b) {
+                if let Some(list) = run
+                    .first()
+                    .and_then(|&t| index.postings.get_mut(t as usize))
+                {
+                    list.push(Posting {
+                        doc,
+                        tf: run.len() as u32,
+                    });
                 }
             }
-            index.doc_len.push(length);
-            index.lowercase_names.push(tool.name().to_lowercase());
+            index.doc_len.push(doc_terms.len() as u32);
             index.docs.push(tool.clone());
         }
         let n = index.docs.len() as f64;
@@ -189,12 +198,11 @@ impl SearchIndex {
         if needle.is_empty() {
             return Vec::new();
         }
-        self.lowercase_names
+        self.docs
             .iter()
-            .zip(&self.docs)
-            .filter(|(name, _)| name.contains(&needle))
+            .filter(|tool| tool.name().to_lowercase().contains(&needle))
             .take(limit)
-            .map(|(_, tool)| Scored {
+            .map(|tool| Scored {
                 tool: tool.clone(),
                 score: 0.0,
             })

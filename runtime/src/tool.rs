@@ -83,13 +83,12 @@ pub const SHORT_DESCRIPTION_CHARS: usize = 100;
 /// A registered tool: its exposed name, its source and what the model is told.
 ///
 /// A `Tool` is immutable; the registry builds a new one when a source changes,
-/// so the derived facts below can never go stale.
+/// so the derived facts below can never go stale. It shares its source's
+/// [`ToolSpec`] instead of copying the description and schema.
 #[derive(Debug)]
 pub struct Tool {
     name: String,
-    original_name: String,
-    description: String,
-    input_schema: Arc<Value>,
+    spec: Arc<ToolSpec>,
     source: ToolSource,
     short_description: String,
     name_chars: usize,
@@ -98,11 +97,15 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// Builds a tool exposed as `name` from a source's spec.
+    /// Builds a tool exposed as `name` from a copy of a source's spec.
     pub fn new(name: String, source: ToolSource, spec: &ToolSpec) -> Tool {
+        Tool::from_shared(name, source, Arc::new(spec.clone()))
+    }
+
+    /// Builds a tool exposed as `name` that shares `spec`.
+    pub fn from_shared(name: String, source: ToolSource, spec: Arc<ToolSpec>) -> Tool {
         let short_description = short_description(&spec.description);
-        let input_schema = Arc::new(spec.input_schema.clone());
-        let definition_chars = function_definition(&name, &spec.description, &input_schema)
+        let definition_chars = function_definition(&name, &spec.description, &spec.input_schema)
             .to_string()
             .chars()
             .count();
@@ -110,13 +113,16 @@ impl Tool {
             name_chars: name.chars().count(),
             short_description_chars: short_description.chars().count(),
             name,
-            original_name: spec.name.clone(),
-            description: spec.description.clone(),
-            input_schema,
+            spec,
             source,
             short_description,
             definition_chars,
         }
+    }
+
+    /// The spec this tool was built from (shared with the registry).
+    pub fn spec(&self) -> &Arc<ToolSpec> {
+        &self.spec
     }
 
     /// The name the model sees and calls (for MCP tools `mcp_<server>_<tool>`).
@@ -126,17 +132,17 @@ impl Tool {
 
     /// The name the source itself uses.
     pub fn original_name(&self) -> &str {
-        &self.original_name
+        &self.spec.name
     }
 
     /// The full description, never cut.
     pub fn description(&self) -> &str {
-        &self.description
+        &self.spec.description
     }
 
     /// The JSON Schema of the arguments.
     pub fn input_schema(&self) -> &Value {
-        &self.input_schema
+        &self.spec.input_schema
     }
 
     /// Where the tool comes from.
@@ -167,7 +173,8 @@ impl Tool {
 
     /// Names of the top-level properties of the input schema.
     pub fn parameter_names(&self) -> impl Iterator<Item = &str> {
-        self.input_schema
+        self.spec
+            .input_schema
             .get("properties")
             .and_then(Value::as_object)
             .into_iter()
@@ -176,7 +183,8 @@ impl Tool {
 
     /// Names listed in the schema's `required` array.
     pub fn required_parameters(&self) -> impl Iterator<Item = &str> {
-        self.input_schema
+        self.spec
+            .input_schema
             .get("required")
             .and_then(Value::as_array)
             .into_iter()
@@ -185,7 +193,7 @@ impl Tool {
 
     /// The OpenAI-style function definition the model is sent.
     pub fn definition(&self) -> Value {
-        function_definition(&self.name, &self.description, &self.input_schema)
+        function_definition(&self.name, &self.spec.description, &self.spec.input_schema)
     }
 }
 
