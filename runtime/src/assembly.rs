@@ -289,6 +289,12 @@ impl Assembly {
             .search(query, self.config.effective_limit(limit))
     }
 
+    /// Search with any `limit` (not clamped to `max_search_limit`), for
+    /// evaluation.
+    pub fn search_unclamped(&self, query: &str, limit: usize) -> Vec<Scored> {
+        self.catalog.index().search(query, limit)
+    }
+
     /// The assembly in the `quiver catalog assemble --json` shape.
     pub fn to_json(&self) -> Value {
         json!({

@@ -11,6 +11,7 @@ use serde_json::json;
 use quiver_runtime::assembly::Assembler;
 use quiver_runtime::bridge::round_score;
 use quiver_runtime::catalog_file;
+use quiver_runtime::eval;
 use quiver_runtime::config::{self, ConfigError, LoadedConfig};
 use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
@@ -69,6 +70,25 @@ enum CatalogCommand {
         /// The session's context window, in tokens.
         #[arg(long)]
         context_tokens: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Score tool_search on query sets with gold tools: recall@k, hit@k, MRR@10.
+    Eval {
+        /// Catalog file for every query set (default: each set's own `catalog`,
+        /// found next to its `queries/` directory).
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// Query-set file(s) in the shared `queries/` format.
+        #[arg(long = "queries", required = true)]
+        queries: Vec<PathBuf>,
+        /// Config file (default: the embedded default config).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Ranks counted for recall and hit.
+        #[arg(long, default_value_t = 5)]
+        k: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -148,6 +168,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Catalog(CatalogCommand::Eval {
+            catalog,
+            queries,
+            config,
+            k,
+            json,
+        }) => {
+            catalog_eval(catalog.as_deref(), &queries, config.as_deref(), k, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Catalog(CatalogCommand::Search {
             source,
             limit,
@@ -194,6 +224,52 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn catalog_eval(
+    catalog: Option<&Path>,
+    query_files: &[PathBuf],
+    config: Option<&Path>,
+    k: usize,
+    json: bool,
+) -> Result<()> {
+    let loaded = load_config(config)?;
+    let assembler = Assembler::new(loaded.config.tool_search);
+    let mut reports = Vec::new();
+    for file in query_files {
+        let set = eval::read_query_set(file)?;
+        let catalog_file = catalog
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| eval::catalog_path(file, &set));
+        let document = catalog_file::read(&catalog_file)?;
+        let registry = ToolRegistry::new();
+        catalog_file::register(&registry, std::slice::from_ref(&document));
+        let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+        let name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        reports.push(eval::evaluate(&name, &assembly, &set, k));
+    }
+    let (queries, recall, hit, mrr) = eval::overall(&reports);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let value = json!({
+            "k": k,
+            "mode": assembler.config().mode,
+            "sets": reports,
+            "overall": {"queries": queries, "recall": recall, "hit": hit, "mrr": mrr},
+        });
+        serde_json::to_writer(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{:<20} {:>7} {:>9} {:>7} {:>7}", "set", "queries", format!("recall@{k}"), format!("hit@{k}"), "MRR@10")?;
+        for r in &reports {
+            writeln!(out, "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}", r.name, r.queries, r.recall, r.hit, r.mrr)?;
+        }
+        writeln!(out, "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}", "overall", queries, recall, hit, mrr)?;
+    }
+    Ok(())
 }
 
 fn config_check(file: &Path) -> ExitCode {
