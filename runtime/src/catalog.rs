@@ -7,10 +7,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::config::ToolSearchConfig;
+use crate::config::{SearchMode, ToolSearchConfig};
+use crate::enhanced::EnhancedIndex;
 use crate::registry::RegistrySnapshot;
 use crate::scope::Scope;
-use crate::search::SearchIndex;
+use crate::search::{Scored, SearchIndex};
 use crate::tool::{Tool, ToolSource};
 
 /// The deferred tools of one server or plugin, sorted by name.
@@ -75,7 +76,51 @@ pub struct Catalog {
     groups: Vec<CatalogGroup>,
     deferred_count: usize,
     deferred_definition_chars: u64,
-    index: OnceLock<SearchIndex>,
+    mode: SearchMode,
+    index: OnceLock<Retriever>,
+}
+
+/// The index behind `tool_search`, of the configured mode.
+#[derive(Debug)]
+pub enum Retriever {
+    /// BM25 (mode `classic`).
+    Classic(SearchIndex),
+    /// BM25F with analysis (mode `enhanced`).
+    Enhanced(EnhancedIndex),
+}
+
+impl Retriever {
+    /// Indexes `tools` for `mode`.
+    pub fn build<'a>(
+        mode: SearchMode,
+        tools: impl IntoIterator<Item = &'a Arc<Tool>>,
+    ) -> Retriever {
+        match mode {
+            SearchMode::Classic => Retriever::Classic(SearchIndex::build(tools)),
+            SearchMode::Enhanced => Retriever::Enhanced(EnhancedIndex::build(tools)),
+        }
+    }
+
+    /// The best `limit` tools for `query`.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        match self {
+            Retriever::Classic(index) => index.search(query, limit),
+            Retriever::Enhanced(index) => index.search(query, limit),
+        }
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        match self {
+            Retriever::Classic(index) => index.len(),
+            Retriever::Enhanced(index) => index.len(),
+        }
+    }
+
+    /// Whether no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Catalog {
@@ -126,6 +171,7 @@ impl Catalog {
             groups,
             deferred_count,
             deferred_definition_chars,
+            mode: config.mode,
             index: OnceLock::new(),
         }
     }
@@ -183,10 +229,10 @@ impl Catalog {
         self.eager.binary_search_by(|t| t.name().cmp(name)).is_ok()
     }
 
-    /// The BM25 index over the deferred tools, built on first use.
-    pub fn index(&self) -> &SearchIndex {
+    /// The search index over the deferred tools, built on first use.
+    pub fn index(&self) -> &Retriever {
         self.index
-            .get_or_init(|| SearchIndex::build(self.deferred()))
+            .get_or_init(|| Retriever::build(self.mode, self.deferred()))
     }
 }
 

@@ -37,6 +37,10 @@ pub enum Switch {
 pub enum SearchMode {
     /// BM25 over name, description and parameter names.
     Classic,
+    /// BM25F over weighted fields with identifier splitting, stemming,
+    /// stop words, typo tolerance, an exact-name pre-pass and `server:`
+    /// filters (see `enhanced`).
+    Enhanced,
 }
 
 /// The validated `tools.tool_search` settings.
@@ -361,7 +365,7 @@ fn allowed_for(key: &str) -> String {
         ("tools", _) => "a map with key tool_search".into(),
         ("tools.tool_search", _) => format!("true, false or a map with keys {TOOL_SEARCH_KEYS}"),
         (_, "enabled") | (_, "listing") => "auto, on, off".into(),
-        (_, "mode") => "classic".into(),
+        (_, "mode") => "classic, enhanced".into(),
         (_, "threshold_pct") => "an integer from 0 to 100".into(),
         (_, "max_search_limit") => "an integer from 1 to 50".into(),
         (_, "search_default_limit") => "an integer from 1 to max_search_limit".into(),

@@ -196,5 +196,10 @@ pub fn overall(reports: &[SetReport]) -> (usize, f64, f64, f64) {
     let weight = |f: fn(&SetReport) -> f64| {
         reports.iter().map(|r| f(r) * r.queries as f64).sum::<f64>() / total.max(1) as f64
     };
-    (total, weight(|r| r.recall), weight(|r| r.hit), weight(|r| r.mrr))
+    (
+        total,
+        weight(|r| r.recall),
+        weight(|r| r.hit),
+        weight(|r| r.mrr),
+    )
 }

@@ -33,6 +33,7 @@ pub mod bridge;
 pub mod catalog;
 pub mod catalog_file;
 pub mod config;
+pub mod enhanced;
 pub mod eval;
 pub mod listing;
 pub mod naming;

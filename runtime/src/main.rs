@@ -11,8 +11,8 @@ use serde_json::json;
 use quiver_runtime::assembly::Assembler;
 use quiver_runtime::bridge::round_score;
 use quiver_runtime::catalog_file;
+use quiver_runtime::config::{self, ConfigError, LoadedConfig, SearchMode};
 use quiver_runtime::eval;
-use quiver_runtime::config::{self, ConfigError, LoadedConfig};
 use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
 
@@ -89,6 +89,9 @@ enum CatalogCommand {
         /// Ranks counted for recall and hit.
         #[arg(long, default_value_t = 5)]
         k: usize,
+        /// Search mode, overriding the config's `mode`.
+        #[arg(long, value_parser = ["classic", "enhanced"])]
+        mode: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -173,9 +176,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             queries,
             config,
             k,
+            mode,
             json,
         }) => {
-            catalog_eval(catalog.as_deref(), &queries, config.as_deref(), k, json)?;
+            catalog_eval(
+                catalog.as_deref(),
+                &queries,
+                config.as_deref(),
+                k,
+                mode.as_deref(),
+                json,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Catalog(CatalogCommand::Search {
@@ -231,10 +242,16 @@ fn catalog_eval(
     query_files: &[PathBuf],
     config: Option<&Path>,
     k: usize,
+    mode: Option<&str>,
     json: bool,
 ) -> Result<()> {
-    let loaded = load_config(config)?;
-    let assembler = Assembler::new(loaded.config.tool_search);
+    let mut search = load_config(config)?.config.tool_search;
+    match mode {
+        Some("classic") => search.mode = SearchMode::Classic,
+        Some("enhanced") => search.mode = SearchMode::Enhanced,
+        _ => {}
+    }
+    let assembler = Assembler::new(search);
     let mut reports = Vec::new();
     for file in query_files {
         let set = eval::read_query_set(file)?;
@@ -263,11 +280,27 @@ fn catalog_eval(
         serde_json::to_writer(&mut out, &value)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "{:<20} {:>7} {:>9} {:>7} {:>7}", "set", "queries", format!("recall@{k}"), format!("hit@{k}"), "MRR@10")?;
+        writeln!(
+            out,
+            "{:<20} {:>7} {:>9} {:>7} {:>7}",
+            "set",
+            "queries",
+            format!("recall@{k}"),
+            format!("hit@{k}"),
+            "MRR@10"
+        )?;
         for r in &reports {
-            writeln!(out, "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}", r.name, r.queries, r.recall, r.hit, r.mrr)?;
+            writeln!(
+                out,
+                "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
+                r.name, r.queries, r.recall, r.hit, r.mrr
+            )?;
         }
-        writeln!(out, "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}", "overall", queries, recall, hit, mrr)?;
+        writeln!(
+            out,
+            "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
+            "overall", queries, recall, hit, mrr
+        )?;
     }
     Ok(())
 }
