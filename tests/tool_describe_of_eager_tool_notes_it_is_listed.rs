@@ -99,7 +99,14 @@ fn bridge_tool_is_described_with_a_note() {
     let assembly = assembly(ToolSearchConfig::default());
     let described = bridge::describe(&assembly, &json!({"name": "tool_search"})).unwrap();
     assert_eq!(described["source"], "bridge");
-    assert_eq!(described["input_schema"]["required"], json!(["query"]));
+    assert_eq!(
+        described["input_schema"]["properties"]["query"]["type"],
+        "string"
+    );
+    assert_eq!(
+        described["input_schema"]["properties"]["queries"]["type"],
+        "array"
+    );
     assert!(
         described["note"]
             .as_str()

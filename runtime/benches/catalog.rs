@@ -8,10 +8,10 @@
 //! - `assembly/cold/*`: the catalog is rebuilt on every assembly
 //!   (`Assembler::with_cache_capacity(config, 0)`).
 //! - `assembly/warm/*`: the default catalog cache hits on every assembly.
-//! - `search/queries/*`: one iteration runs every query of
+//! - `search/queries_{classic,enhanced}/*`: one iteration runs every query of
 //!   `queries/tool-search-mcp.json` (113) through `Assembly::search` on a
 //!   warmed index; the throughput line gives queries per second.
-//! - `search/index_build/*`: `SearchIndex::build` over the deferred tools.
+//! - `search/index_build_{classic,enhanced}/*`: building each mode's index over the deferred tools.
 //! - `registry/republish_one_server/*`: one source sets an unchanged tool
 //!   list again (`ToolRegistry::set_source_tools`).
 //!
@@ -28,11 +28,12 @@ use criterion::{
     BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 use quiver_runtime::assembly::Assembler;
+use quiver_runtime::catalog::Retriever;
 use quiver_runtime::catalog_file::{self, CatalogDocument, CatalogServer, CatalogTool};
+use quiver_runtime::config::SearchMode;
 use quiver_runtime::config::ToolSearchConfig;
 use quiver_runtime::registry::{RegistrySnapshot, ToolRegistry};
 use quiver_runtime::scope::Scope;
-use quiver_runtime::search::SearchIndex;
 use quiver_runtime::tool::ToolSpec;
 use serde_json::{Map, Value, json};
 
@@ -457,6 +458,21 @@ fn assembly(c: &mut Criterion, sets: &[Set]) {
     group.finish();
 }
 
+const MODES: [SearchMode; 2] = [SearchMode::Classic, SearchMode::Enhanced];
+
+fn mode_name(mode: SearchMode) -> &'static str {
+    match mode {
+        SearchMode::Classic => "classic",
+        SearchMode::Enhanced => "enhanced",
+    }
+}
+
+fn mode_config(mode: SearchMode) -> ToolSearchConfig {
+    let mut config = ToolSearchConfig::default();
+    config.mode = mode;
+    config
+}
+
 fn search(c: &mut Criterion, query_sets: &[Set], index_sets: &[Set]) {
     let scope = Scope::all();
     let queries = queries();
@@ -466,29 +482,34 @@ fn search(c: &mut Criterion, query_sets: &[Set], index_sets: &[Set]) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Elements(queries.len() as u64));
-    for &set in query_sets {
-        group.bench_function(id("queries", set), |b| {
-            let assembler = Assembler::new(ToolSearchConfig::default());
-            let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
-            // The index is built lazily on the first search: build it now.
-            assert_eq!(assembly.catalog().index().len(), set.1);
-            b.iter(|| {
-                for query in queries {
-                    black_box(assembly.search(black_box(query), None));
-                }
+    for mode in MODES {
+        let config = mode_config(mode);
+        for &set in query_sets {
+            group.bench_function(id(&format!("queries_{}", mode_name(mode)), set), |b| {
+                let assembler = Assembler::new(config.clone());
+                let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
+                // The index is built lazily on the first search: build it now.
+                assert_eq!(assembly.catalog().index().len(), set.1);
+                b.iter(|| {
+                    for query in queries {
+                        black_box(assembly.search(black_box(query), None));
+                    }
+                });
             });
-        });
+        }
     }
     // Builds take 10 ms to 1 s: one build per sample.
     group.sample_size(10).sampling_mode(SamplingMode::Flat);
-    for &set in index_sets {
-        group.throughput(Throughput::Elements(set.1 as u64));
-        group.bench_function(id("index_build", set), |b| {
-            let assembler = Assembler::new(ToolSearchConfig::default());
-            let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
-            let catalog = assembly.catalog();
-            b.iter(|| SearchIndex::build(catalog.deferred()));
-        });
+    for mode in MODES {
+        for &set in index_sets {
+            group.throughput(Throughput::Elements(set.1 as u64));
+            group.bench_function(id(&format!("index_build_{}", mode_name(mode)), set), |b| {
+                let assembler = Assembler::new(ToolSearchConfig::default());
+                let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
+                let catalog = assembly.catalog();
+                b.iter(|| Retriever::build(mode, catalog.deferred()));
+            });
+        }
     }
     group.finish();
 }

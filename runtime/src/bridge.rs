@@ -34,7 +34,13 @@ pub fn search_schema(default_limit: usize, max_limit: usize) -> Value {
         "properties": {
             "query": {
                 "type": "string",
-                "description": "Keywords for the task or tool you need, e.g. \"create github issue\"."
+                "description": "Keywords for the task or tool you need, e.g. \"create github issue\". Add server:NAME to search one server."
+            },
+            "queries": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_BATCH,
+                "description": "Several searches at once, instead of `query`; one result list each."
             },
             "limit": {
                 "type": "integer",
@@ -43,19 +49,26 @@ pub fn search_schema(default_limit: usize, max_limit: usize) -> Value {
                 "description": format!("How many matches to return (default {default_limit}, at most {max_limit}).")
             }
         },
-        "required": ["query"],
         "additionalProperties": false
     })
 }
+
+/// Most queries or names one `tool_search` or `tool_describe` call takes.
+pub const MAX_BATCH: usize = 10;
 
 /// Schema of `tool_describe`'s arguments.
 pub fn describe_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."}
+            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."},
+            "names": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_BATCH,
+                "description": "Several tools at once, instead of `name`."
+            }
         },
-        "required": ["name"],
         "additionalProperties": false
     })
 }
@@ -95,8 +108,20 @@ pub enum BridgeError {
         bridge: &'static str,
     },
     /// `query` is missing or not a string.
-    #[error("tool_search needs `query`: keywords describing the tool you need (a string)")]
+    #[error(
+        "tool_search needs `query`: keywords describing the tool you need (a string), or `queries`: a list of them"
+    )]
     MissingQuery,
+    /// `queries` or `names` is not a list of strings, or too long.
+    #[error("{bridge} `{key}` must be a list of 1 to {max} strings")]
+    BadBatch {
+        /// Which bridge tool.
+        bridge: &'static str,
+        /// `queries` or `names`.
+        key: &'static str,
+        /// The longest list accepted.
+        max: usize,
+    },
     /// `limit` is not an integer.
     #[error("tool_search `limit` must be an integer from 1 to {max}, got {found}")]
     BadLimit {
@@ -183,6 +208,7 @@ impl BridgeError {
             BridgeError::NotAnObject { .. } => "arguments_not_object",
             BridgeError::MissingName { .. } => "missing_name",
             BridgeError::MissingQuery => "missing_query",
+            BridgeError::BadBatch { .. } => "bad_batch",
             BridgeError::BadLimit { .. } => "bad_limit",
             BridgeError::BridgeToolNamed { .. } => "bridge_tool_named",
             BridgeError::InvalidArgumentsJson { .. } => "invalid_arguments_json",
@@ -294,13 +320,33 @@ pub fn round_score(score: f64) -> f64 {
     (score * 1e6).round() / 1e6
 }
 
-/// `tool_search`.
+fn batch<'a>(
+    bridge: &'static str,
+    key: &'static str,
+    arguments: &'a Map<String, Value>,
+) -> Result<Option<Vec<&'a str>>, BridgeError> {
+    let Some(value) = arguments.get(key) else {
+        return Ok(None);
+    };
+    let bad = BridgeError::BadBatch {
+        bridge,
+        key,
+        max: MAX_BATCH,
+    };
+    let items = value.as_array().ok_or(bad.clone())?;
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(bad);
+    }
+    items
+        .iter()
+        .map(|item| item.as_str().ok_or(bad.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// `tool_search`: one `query`, or several `queries` answered together.
 pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
     let arguments = object(TOOL_SEARCH, arguments)?;
-    let query = arguments
-        .get("query")
-        .and_then(Value::as_str)
-        .ok_or(BridgeError::MissingQuery)?;
     let max = assembly.config().max_search_limit;
     let limit = match arguments.get("limit") {
         None | Some(Value::Null) => None,
@@ -319,6 +365,21 @@ pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeErr
                 })?,
         ),
     };
+    if let Some(queries) = batch(TOOL_SEARCH, "queries", arguments)? {
+        let results: Vec<Value> = queries
+            .into_iter()
+            .map(|query| search_one(assembly, query, limit))
+            .collect();
+        return Ok(json!({"results": results}));
+    }
+    let query = arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .ok_or(BridgeError::MissingQuery)?;
+    Ok(search_one(assembly, query, limit))
+}
+
+fn search_one(assembly: &Assembly, query: &str, limit: Option<i64>) -> Value {
     let hits = assembly.search(query, limit);
     let matches: Vec<Value> = hits
         .iter()
@@ -328,7 +389,7 @@ pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeErr
     if hits.is_empty() {
         out["note"] = json!(empty_result_note(assembly, query));
     }
-    Ok(out)
+    out
 }
 
 fn empty_result_note(assembly: &Assembly, query: &str) -> String {
@@ -350,10 +411,22 @@ fn empty_result_note(assembly: &Assembly, query: &str) -> String {
     }
 }
 
-/// `tool_describe`.
+/// `tool_describe`: one `name`, or several `names` (each answered with its
+/// description or its own error).
 pub fn describe(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
     let arguments = object(TOOL_DESCRIBE, arguments)?;
+    if let Some(names) = batch(TOOL_DESCRIBE, "names", arguments)? {
+        let tools: Vec<Value> = names
+            .into_iter()
+            .map(|name| describe_one(assembly, name).unwrap_or_else(|e| e.to_json()))
+            .collect();
+        return Ok(json!({"tools": tools}));
+    }
     let name = name_argument(TOOL_DESCRIBE, arguments)?;
+    describe_one(assembly, name)
+}
+
+fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
     if is_bridge_name(name) && assembly.has_bridge() {
         let schema = assembly.bridge_schema(name).unwrap_or(Value::Null);
         return Ok(json!({
@@ -696,5 +769,73 @@ mod tests {
             handle(&a, TOOL_CALL, &json!({"name": "mcp_github_list_issues"})),
             Some(Ok(BridgeOutcome::Dispatch(_)))
         ));
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use crate::assembly::Assembler;
+    use crate::config::ToolSearchConfig;
+    use crate::registry::ToolRegistry;
+    use crate::scope::Scope;
+    use crate::tool::{ToolSource, ToolSpec};
+
+    fn assembly() -> Assembly {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(
+            ToolSource::Mcp("github".into()),
+            vec![
+                ToolSpec::new("create_issue", "Create an issue", json!({"type": "object"})),
+                ToolSpec::new(
+                    "merge_pull_request",
+                    "Merge a pull request",
+                    json!({"type": "object"}),
+                ),
+            ],
+        );
+        Assembler::new(ToolSearchConfig::default()).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        )
+    }
+
+    #[test]
+    fn several_queries_in_one_call() {
+        let a = assembly();
+        let out = search(
+            &a,
+            &json!({"queries": ["open an issue", "merge pull request"], "limit": 1}),
+        )
+        .unwrap();
+        let results = out["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0]["matches"][0]["tool"], "create_issue");
+        assert_eq!(results[1]["matches"][0]["tool"], "merge_pull_request");
+        assert_eq!(
+            search(&a, &json!({"queries": []})).unwrap_err().code(),
+            "bad_batch"
+        );
+        assert_eq!(
+            search(&a, &json!({"queries": [1]})).unwrap_err().code(),
+            "bad_batch"
+        );
+        let too_many: Vec<String> = (0..=MAX_BATCH).map(|i| format!("q{i}")).collect();
+        assert_eq!(
+            search(&a, &json!({"queries": too_many}))
+                .unwrap_err()
+                .code(),
+            "bad_batch"
+        );
+    }
+
+    #[test]
+    fn several_names_in_one_describe() {
+        let a = assembly();
+        let out = describe(&a, &json!({"names": ["mcp_github_create_issue", "nope"]})).unwrap();
+        let tools = out["tools"].as_array().unwrap();
+        assert_eq!(tools[0]["tool"], "create_issue");
+        assert_eq!(tools[1]["error"], "unknown_tool");
     }
 }

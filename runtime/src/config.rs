@@ -100,7 +100,7 @@ impl Default for ToolSearchConfig {
             listing_max_tokens: 20_000,
             eager: Vec::new(),
             eager_set: GlobSet::empty(),
-            mode: SearchMode::Classic,
+            mode: SearchMode::Enhanced,
         }
     }
 }

@@ -8,8 +8,11 @@
 //! - Tokens: `[A-Za-z0-9]` runs, split again at camelCase boundaries
 //!   (`getUserToken` → get user token), lowercased, English stop words
 //!   dropped, Snowball-stemmed (`screenshots` → `screenshot`).
-//! - A query term the index does not know is matched to known terms within
-//!   one edit (two for long terms), at a discount.
+//! - A query term the index does not know is read as two known terms run
+//!   together (`websearch`), or else matched to known terms within one edit
+//!   (two for long terms), at a discount.
+//! - Two adjacent query terms that are adjacent in a tool's name add a
+//!   bonus (`take a screenshot` → `take_screenshot`).
 //! - A query that holds a tool's exact name (its own or exposed name, as a
 //!   whole word) ranks that tool first, always.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
@@ -25,17 +28,20 @@ use crate::tool::Tool;
 /// BM25 saturation.
 pub const K1: f64 = 1.2;
 /// Weight of the tool's own name.
-pub const NAME_WEIGHT: f64 = 3.0;
+pub const NAME_WEIGHT: f64 = 5.0;
 /// Weight of the server or plugin name.
 pub const SERVER_WEIGHT: f64 = 1.0;
 /// Weight of parameter names and descriptions.
 pub const PARAMETER_WEIGHT: f64 = 0.4;
+/// Score added when two adjacent query terms are adjacent in a tool's name
+/// (`take a screenshot` and `take_screenshot`).
+pub const NAME_BIGRAM_BONUS: f64 = 1.0;
 /// Score factor for a term matched through typo tolerance.
 pub const TYPO_DISCOUNT: f64 = 0.6;
 
 const FIELDS: usize = 4;
 const WEIGHTS: [f64; FIELDS] = [NAME_WEIGHT, SERVER_WEIGHT, 1.0, PARAMETER_WEIGHT];
-const LENGTH_NORMALISATION: [f64; FIELDS] = [0.5, 0.0, 0.75, 0.75];
+const LENGTH_NORMALISATION: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75];
 
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
@@ -125,6 +131,7 @@ pub struct EnhancedIndex {
     postings: Vec<Vec<Posting>>,
     idf: Vec<f64>,
     lengths: Vec<[u32; FIELDS]>,
+    name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     average_lengths: [f64; FIELDS],
     exact_names: HashMap<String, Vec<u32>>,
 }
@@ -168,6 +175,7 @@ impl EnhancedIndex {
             postings: Vec::new(),
             idf: Vec::new(),
             lengths: Vec::new(),
+            name_bigrams: HashMap::new(),
             average_lengths: [0.0; FIELDS],
             exact_names: HashMap::new(),
         };
@@ -183,6 +191,7 @@ impl EnhancedIndex {
                 tool.description(),
                 &parameters,
             ];
+            let mut name_terms: Vec<u32> = Vec::new();
             for (field, text) in fields.iter().enumerate() {
                 let (terms, vocabulary, postings) =
                     (&mut index.terms, &mut index.vocabulary, &mut index.postings);
@@ -198,6 +207,10 @@ impl EnhancedIndex {
                         }
                     };
                     doc_terms.push((id, field));
+                    if field == 0 {
+                        name_terms.push(id);
+                    }
+
                     if let Some(length) = lengths.get_mut(field) {
                         *length += 1;
                     }
@@ -222,6 +235,14 @@ impl EnhancedIndex {
                 let entry = index.exact_names.entry(name.to_lowercase()).or_default();
                 if !entry.contains(&doc) {
                     entry.push(doc);
+                }
+            }
+            for pair in name_terms.windows(2) {
+                if let [a, b] = pair {
+                    let docs = index.name_bigrams.entry((*a, *b)).or_default();
+                    if docs.last() != Some(&doc) {
+                        docs.push(doc);
+                    }
                 }
             }
             index.lengths.push(lengths);
@@ -273,6 +294,21 @@ impl EnhancedIndex {
             .collect()
     }
 
+    /// A term the index does not know, read as two known terms run
+    /// together (`websearch` → web search).
+    fn split_compound(&self, term: &str) -> Vec<u32> {
+        if term.len() < 6 || !term.is_ascii() {
+            return Vec::new();
+        }
+        for cut in 3..=term.len() - 3 {
+            let (left, right) = term.split_at(cut);
+            if let (Some(&a), Some(&b)) = (self.terms.get(left), self.terms.get(right)) {
+                return vec![a, b];
+            }
+        }
+        Vec::new()
+    }
+
     fn add_term(&self, id: u32, weight: f64, scores: &mut [f64], touched: &mut Vec<u32>) {
         let (Some(list), Some(&idf)) = (self.postings.get(id as usize), self.idf.get(id as usize))
         else {
@@ -315,7 +351,9 @@ impl EnhancedIndex {
         };
 
         let mut query_terms: Vec<String> = Vec::new();
+        let mut query_terms_in_order: Vec<String> = Vec::new();
         self.analyzer.terms(&text, |term| {
+            query_terms_in_order.push(term.to_owned());
             if !query_terms.iter().any(|t| t == term) {
                 query_terms.push(term.to_owned());
             }
@@ -326,13 +364,35 @@ impl EnhancedIndex {
             match self.terms.get(term.as_str()) {
                 Some(&id) => self.add_term(id, 1.0, &mut scores, &mut touched),
                 None => {
-                    for id in self.near_terms(term) {
-                        self.add_term(id, TYPO_DISCOUNT, &mut scores, &mut touched);
+                    let parts = self.split_compound(term);
+                    if !parts.is_empty() {
+                        for id in parts {
+                            self.add_term(id, 1.0, &mut scores, &mut touched);
+                        }
+                    } else {
+                        for id in self.near_terms(term) {
+                            self.add_term(id, TYPO_DISCOUNT, &mut scores, &mut touched);
+                        }
                     }
                 }
             }
         }
 
+        let ids: Vec<Option<u32>> = query_terms_in_order
+            .iter()
+            .map(|t| self.terms.get(t.as_str()).copied())
+            .collect();
+        for pair in ids.windows(2) {
+            let [Some(a), Some(b)] = pair else { continue };
+            for &doc in self.name_bigrams.get(&(*a, *b)).into_iter().flatten() {
+                if let Some(score) = scores.get_mut(doc as usize) {
+                    if *score == 0.0 {
+                        touched.push(doc);
+                    }
+                    *score += NAME_BIGRAM_BONUS;
+                }
+            }
+        }
         let exact = self.exact_matches(&text);
         let best = touched
             .iter()
