@@ -346,6 +346,18 @@ fn batch<'a>(
 
 /// `tool_search`: one `query`, or several `queries` answered together.
 pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
+    search_with_status(assembly, arguments, None)
+}
+
+/// `tool_search`, with the MCP servers' states: when nothing matched, the
+/// note also names each server that is still connecting, failing or
+/// disabled (pass a [`ScopedStatus`](crate::mcp::ScopedStatus) so that
+/// only the session's servers are named).
+pub fn search_with_status(
+    assembly: &Assembly,
+    arguments: &Value,
+    status: Option<&dyn crate::mcp::McpStatusView>,
+) -> Result<Value, BridgeError> {
     let arguments = object(TOOL_SEARCH, arguments)?;
     let max = assembly.config().max_search_limit;
     let limit = match arguments.get("limit") {
@@ -368,7 +380,7 @@ pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeErr
     if let Some(queries) = batch(TOOL_SEARCH, "queries", arguments)? {
         let results: Vec<Value> = queries
             .into_iter()
-            .map(|query| search_one(assembly, query, limit))
+            .map(|query| search_one(assembly, query, limit, status))
             .collect();
         return Ok(json!({"results": results}));
     }
@@ -376,10 +388,15 @@ pub fn search(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeErr
         .get("query")
         .and_then(Value::as_str)
         .ok_or(BridgeError::MissingQuery)?;
-    Ok(search_one(assembly, query, limit))
+    Ok(search_one(assembly, query, limit, status))
 }
 
-fn search_one(assembly: &Assembly, query: &str, limit: Option<i64>) -> Value {
+fn search_one(
+    assembly: &Assembly,
+    query: &str,
+    limit: Option<i64>,
+    status: Option<&dyn crate::mcp::McpStatusView>,
+) -> Value {
     let hits = assembly.search(query, limit);
     let matches: Vec<Value> = hits
         .iter()
@@ -387,7 +404,12 @@ fn search_one(assembly: &Assembly, query: &str, limit: Option<i64>) -> Value {
         .collect();
     let mut out = json!({"query": query, "matches": matches});
     if hits.is_empty() {
-        out["note"] = json!(empty_result_note(assembly, query));
+        let mut note = empty_result_note(assembly, query);
+        if let Some(unavailable) = status.and_then(crate::mcp::status::unavailable_note) {
+            note.push(' ');
+            note.push_str(&unavailable);
+        }
+        out["note"] = json!(note);
     }
     out
 }
@@ -513,6 +535,32 @@ pub fn resolve(
     arguments: Option<&Value>,
     via_bridge: bool,
 ) -> Result<ResolvedCall, BridgeError> {
+    let resolved = resolve_unchecked(assembly, name, arguments, via_bridge)?;
+    let tool = &resolved.tool;
+    let missing: Vec<String> = tool
+        .required_parameters()
+        .filter(|p| !resolved.arguments.contains_key(*p))
+        .map(str::to_owned)
+        .collect();
+    if !missing.is_empty() {
+        return Err(BridgeError::MissingRequired {
+            tool: tool.name().to_owned(),
+            missing,
+            schema: tool.input_schema().clone(),
+        });
+    }
+    Ok(resolved)
+}
+
+/// [`resolve`] without the required-arguments check: the dispatch chain
+/// validates the arguments against the whole schema itself, so that one
+/// error lists every problem.
+pub fn resolve_unchecked(
+    assembly: &Assembly,
+    name: &str,
+    arguments: Option<&Value>,
+    via_bridge: bool,
+) -> Result<ResolvedCall, BridgeError> {
     if is_bridge_name(name) {
         return Err(BridgeError::BridgeToolNamed {
             name: name.to_owned(),
@@ -545,18 +593,6 @@ pub fn resolve(
             });
         }
     };
-    let missing: Vec<String> = tool
-        .required_parameters()
-        .filter(|p| !arguments.contains_key(*p))
-        .map(str::to_owned)
-        .collect();
-    if !missing.is_empty() {
-        return Err(BridgeError::MissingRequired {
-            tool: tool.name().to_owned(),
-            missing,
-            schema: tool.input_schema().clone(),
-        });
-    }
     Ok(ResolvedCall {
         tool: tool.clone(),
         arguments,
@@ -569,6 +605,13 @@ pub fn call(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, Brid
     let arguments = object(TOOL_CALL, arguments)?;
     let name = name_argument(TOOL_CALL, arguments)?;
     resolve(assembly, name, arguments.get("arguments"), true)
+}
+
+/// `tool_call` unwrapped with [`resolve_unchecked`], for the dispatch chain.
+pub fn call_unchecked(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, BridgeError> {
+    let arguments = object(TOOL_CALL, arguments)?;
+    let name = name_argument(TOOL_CALL, arguments)?;
+    resolve_unchecked(assembly, name, arguments.get("arguments"), true)
 }
 
 /// Runs bridge tool `bridge` (one of [`BRIDGE_TOOL_NAMES`]); `None` when

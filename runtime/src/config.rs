@@ -152,6 +152,14 @@ pub struct Config {
     pub tool_search: ToolSearchConfig,
     /// `plugins`.
     pub plugins: PluginsConfig,
+    /// `mcp_servers`, by server name.
+    pub mcp_servers: BTreeMap<String, crate::mcp::config::McpServerConfig>,
+    /// `guardrails`.
+    pub guardrails: crate::dispatch::settings::GuardrailsConfig,
+    /// `approval`.
+    pub approval: crate::dispatch::settings::ApprovalConfig,
+    /// `feed`.
+    pub feed: crate::dispatch::settings::FeedConfig,
 }
 
 /// A value that was out of range and was clamped.
@@ -228,6 +236,10 @@ pub struct LoadedConfig {
 struct RawConfig {
     tools: Option<RawTools>,
     plugins: Option<RawPlugins>,
+    mcp_servers: Option<crate::mcp::config::RawMcpServers>,
+    guardrails: Option<crate::dispatch::settings::RawGuardrails>,
+    approval: Option<crate::dispatch::settings::RawApproval>,
+    feed: Option<crate::dispatch::settings::RawFeed>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -351,7 +363,15 @@ fn allowed_for(key: &str) -> String {
     let leaf = key.rsplit('.').next().unwrap_or(key);
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
-        ("<root>", _) | (".", _) => "a map with keys tools, plugins".into(),
+        ("<root>", _) | (".", _) => {
+            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed".into()
+        }
+        _ if crate::dispatch::settings::allowed_for(key).is_some() => {
+            crate::dispatch::settings::allowed_for(key).unwrap_or_default()
+        }
+        _ if key == "mcp_servers" || key.starts_with("mcp_servers.") => {
+            crate::mcp::config::allowed_for(key)
+        }
         ("plugins", _) => format!("a map with keys {PLUGINS_KEYS}"),
         ("plugins.dirs", _) => "a list of directory paths".into(),
         ("plugins.state_dir", _) => "a directory path".into(),
@@ -373,7 +393,7 @@ fn allowed_for(key: &str) -> String {
         (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
         _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
         _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "keys tools, plugins".into(),
+        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed".into(),
     }
 }
 
@@ -389,6 +409,9 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
     let mut loaded = parse(&text, &file)?;
     let base = path.parent().unwrap_or(Path::new("."));
     loaded.config.plugins.resolve_relative_to(base);
+    for server in loaded.config.mcp_servers.values_mut() {
+        server.resolve_relative_to(base);
+    }
     Ok(loaded)
 }
 
@@ -416,6 +439,7 @@ fn parse_error(error: &serde_saphyr::Error, file: &str) -> ConfigError {
         .with(|p| p.borrow_mut().take())
         // `Spanned` fields add a `.value` segment of their own.
         .map(|p| p.strip_suffix(".value").map(str::to_owned).unwrap_or(p))
+        .map(|p| p.replace(".value.", "."))
         .filter(|p| !p.is_empty() && p != ".")
         .unwrap_or_else(|| "<root>".to_owned());
     let (line, column) = error
@@ -541,6 +565,23 @@ fn validate_plugins(
 fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     let mut warnings = Vec::new();
     let plugins = validate_plugins(raw.plugins.unwrap_or_default(), file, &mut warnings)?;
+    let guardrails = crate::dispatch::settings::validate_guardrails(
+        raw.guardrails.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
+    let approval = crate::dispatch::settings::validate_approval(
+        raw.approval.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
+    let feed = crate::dispatch::settings::validate_feed(
+        raw.feed.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
+    let mcp_servers =
+        crate::mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
     let defaults = ToolSearchConfig::default();
     let raw_search = match raw.tools.and_then(|t| t.tool_search) {
         None | Some(RawToolSearchSetting::Bool(true)) => RawToolSearch::default(),
@@ -623,6 +664,10 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
         config: Config {
             tool_search,
             plugins,
+            mcp_servers,
+            guardrails,
+            approval,
+            feed,
         },
         warnings,
     })

@@ -8,8 +8,11 @@
 //! - [`listing`]: the token-budgeted per-server listing of the deferred tools;
 //! - [`assembly`]: the exact tools array for this turn, tier by tier;
 //! - [`bridge`]: `tool_search`, `tool_describe` and `tool_call`;
+//! - [`dispatch`]: the middleware chain every tool call runs, sessions and
+//!   the activity feed;
 //! - [`search`]: BM25 retrieval behind `tool_search`;
-//! - [`plugins`]: `.so` tool plugins, hot-reloaded, called on a blocking pool.
+//! - [`plugins`]: `.so` tool plugins, hot-reloaded, called on a blocking pool;
+//! - [`mcp`]: MCP servers (stdio and Streamable HTTP) through rmcp.
 //!
 //! ```
 //! use quiver_runtime::{assembly::Assembler, config::ToolSearchConfig, registry::ToolRegistry};
@@ -33,9 +36,11 @@ pub mod bridge;
 pub mod catalog;
 pub mod catalog_file;
 pub mod config;
+pub mod dispatch;
 pub mod enhanced;
 pub mod eval;
 pub mod listing;
+pub mod mcp;
 pub mod naming;
 pub mod plugins;
 pub mod registry;

@@ -17,6 +17,7 @@ use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
 
 mod plugin_cli;
+mod status_cli;
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +41,8 @@ enum Command {
     /// Write, check and list `.so` tool plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
+    /// Connect the configured MCP servers for a few seconds and print their states.
+    Status(status_cli::StatusArgs),
 }
 
 #[derive(Subcommand)]
@@ -136,6 +139,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
         Command::Plugin(command) => plugin_cli::run(command),
+        Command::Status(args) => status_cli::run(args),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,

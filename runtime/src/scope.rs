@@ -1,6 +1,8 @@
 //! Session scope: which toolsets and tools a session, subagent or gateway
 //! client was granted. Everything a session sees or calls goes through it.
 
+use std::sync::Arc;
+
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use crate::tool::Tool;
@@ -32,6 +34,8 @@ pub struct Scope {
     grants: Vec<String>,
     set: GlobSet,
     everything: bool,
+    /// A subagent's scope also stays within its parent's.
+    within: Option<Arc<Scope>>,
 }
 
 impl Scope {
@@ -41,6 +45,7 @@ impl Scope {
             grants: vec!["*".to_owned()],
             set: GlobSet::empty(),
             everything: true,
+            within: None,
         }
     }
 
@@ -70,7 +75,21 @@ impl Scope {
             grants,
             set,
             everything,
+            within: None,
         })
+    }
+
+    /// This scope, further limited to what `parent` allows: a tool is
+    /// granted only when both grant it (a subagent's effective scope).
+    pub fn narrowed_to(mut self, parent: &Scope) -> Scope {
+        self.within = Some(Arc::new(parent.clone()));
+        self
+    }
+
+    /// Whether a grant pattern, read as a literal toolset or tool name, is
+    /// matched by one of this scope's own grants (parents not consulted).
+    pub fn grants_text(&self, text: &str) -> bool {
+        self.everything || self.set.is_match(text)
     }
 
     /// The grants, sorted and without duplicates.
@@ -80,25 +99,33 @@ impl Scope {
 
     /// A stable key for caches: equal grants give equal keys.
     pub fn cache_key(&self) -> String {
-        self.grants.join("\u{1f}")
+        match &self.within {
+            None => self.grants.join("\u{1f}"),
+            Some(parent) => format!("{}\u{1e}{}", self.grants.join("\u{1f}"), parent.cache_key()),
+        }
     }
 
     /// Whether every tool of this toolset is granted.
     pub fn allows_toolset(&self, toolset: &str) -> bool {
-        self.everything || self.set.is_match(toolset)
+        (self.everything || self.set.is_match(toolset))
+            && self
+                .within
+                .as_ref()
+                .is_none_or(|p| p.allows_toolset(toolset))
     }
 
     /// Whether this tool is granted, by its toolset or its own name.
     pub fn allows(&self, tool: &Tool) -> bool {
-        self.everything
+        (self.everything
             || self.set.is_match(tool.source().toolset())
-            || self.set.is_match(tool.name())
+            || self.set.is_match(tool.name()))
+            && self.within.as_ref().is_none_or(|p| p.allows(tool))
     }
 
     /// Whether `self` grants nothing beyond what `parent` grants, as needed
     /// for a subagent's scope. Checked on the tools of a registry snapshot.
     pub fn is_within<'a>(&self, parent: &Scope, tools: impl IntoIterator<Item = &'a Tool>) -> bool {
-        parent.everything
+        (parent.everything && parent.within.is_none())
             || tools
                 .into_iter()
                 .all(|t| !self.allows(t) || parent.allows(t))

@@ -255,3 +255,93 @@ pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Builds the test MCP servers (`tests/servers`, written with rmcp) once
+/// per test process, with the same profile as the test binary, and returns
+/// the path of `quiver-test-mcp-server`.
+pub fn mcp_test_server() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let release = !cfg!(debug_assertions);
+        let mut command = Command::new(cargo);
+        command
+            .args(["build", "--quiet", "-p", "quiver-test-mcp-servers"])
+            .current_dir(workspace_root());
+        if release {
+            command.arg("--release");
+        }
+        let status = command.status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "building the test MCP servers failed: {status:?}"
+        );
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"))
+            .join(if release { "release" } else { "debug" })
+            .join("quiver-test-mcp-server")
+    })
+}
+
+/// `tests/third_party`: where `.ci/run` installs the third-party MCP servers.
+pub fn third_party_dir() -> PathBuf {
+    workspace_root().join("tests").join("third_party")
+}
+
+fn installed(path: PathBuf, what: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{what} is not installed ({} is missing): run the third-party install step of .ci/run \
+         (`bash .ci/run` runs it; it installs into tests/third_party)",
+        path.display()
+    );
+    path
+}
+
+/// The entry point of `@modelcontextprotocol/server-everything`, installed
+/// by `.ci/run` (run it as `node <this> stdio`). Panics with the install
+/// instructions when it is missing.
+pub fn server_everything_entry() -> PathBuf {
+    installed(
+        third_party_dir()
+            .join("node_modules")
+            .join("@modelcontextprotocol")
+            .join("server-everything")
+            .join("dist")
+            .join("index.js"),
+        "@modelcontextprotocol/server-everything",
+    )
+}
+
+/// The `mcp-server-time` executable in the venv `.ci/run` creates. Panics
+/// with the install instructions when it is missing.
+pub fn mcp_server_time_bin() -> PathBuf {
+    installed(
+        third_party_dir()
+            .join("venv")
+            .join("bin")
+            .join("mcp-server-time"),
+        "mcp-server-time",
+    )
+}
+
+/// A unique scratch file path under the system temp directory.
+pub fn scratch_path(name: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("quiver-test-{}-{n}-{name}", std::process::id()))
+}
+
+/// Whether process `pid` is gone (no such process, or a zombie waiting to
+/// be reaped, which runs nothing).
+pub fn process_is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state is the field after the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+            .unwrap_or(false),
+    }
+}

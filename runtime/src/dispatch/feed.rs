@@ -1,0 +1,213 @@
+//! The activity feed: one event per status of every call, per session
+//! (a tokio broadcast channel each) and for the whole process.
+//!
+//! A call that needs approval gives two events (`awaiting approval`, then
+//! its outcome); any other call gives one. Arguments are copied with the
+//! configured keys (`feed.redact`, compared case-insensitively, at any
+//! depth) replaced by `"[redacted]"`. A receiver that falls more than
+//! `feed.capacity` events behind loses the oldest and is told how many
+//! (tokio's `RecvError::Lagged`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+
+/// The value that replaces a redacted argument.
+pub const REDACTED: &str = "[redacted]";
+
+/// Default feed capacity, in events.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// Where a call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The tool answered.
+    Ok,
+    /// The call failed (unknown tool, invalid arguments, tool error).
+    Error,
+    /// A hook, guardrail or approver refused it (an approval that timed
+    /// out under `on_timeout: deny` too).
+    Denied,
+    /// Waiting for an approver.
+    AwaitingApproval,
+    /// The tool did not answer in time.
+    TimedOut,
+}
+
+impl Status {
+    /// `ok`, `error`, `denied`, `awaiting approval`, `timed out`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Denied => "denied",
+            Status::AwaitingApproval => "awaiting approval",
+            Status::TimedOut => "timed out",
+        }
+    }
+
+    /// Whether this is a call's last event.
+    pub fn is_final(self) -> bool {
+        self != Status::AwaitingApproval
+    }
+}
+
+/// One event of the feed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Event {
+    /// When it happened.
+    pub time: SystemTime,
+    /// The call (0 for calls that never reached the chain: bridge answers
+    /// and calls that could not be resolved).
+    pub call_id: u64,
+    /// The session's id.
+    pub session: String,
+    /// The real tool's name (for unresolved calls: the name asked for).
+    pub tool: String,
+    /// Whether the call came through `tool_call`.
+    pub via_bridge: bool,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    /// The status.
+    pub status: Status,
+    /// Time since the call entered the dispatcher.
+    pub duration: Duration,
+    /// The error message, or a note.
+    pub detail: Option<String>,
+}
+
+impl Event {
+    /// One line for the CLI:
+    /// `mcp_github_create_issue via tool_call  ok  120 ms`.
+    pub fn render(&self) -> String {
+        let via = if self.via_bridge {
+            " via tool_call"
+        } else {
+            ""
+        };
+        if self.status == Status::AwaitingApproval {
+            format!("{}{via}  {}", self.tool, self.status.label())
+        } else {
+            format!(
+                "{}{via}  {}  {} ms",
+                self.tool,
+                self.status.label(),
+                self.duration.as_millis()
+            )
+        }
+    }
+}
+
+/// The process-wide feed: redaction settings, capacity, and the stream of
+/// every session's events.
+#[derive(Debug)]
+pub struct ActivityFeed {
+    redact: HashSet<String>,
+    capacity: usize,
+    all: broadcast::Sender<Arc<Event>>,
+}
+
+impl Default for ActivityFeed {
+    fn default() -> Self {
+        ActivityFeed::new(Vec::<String>::new(), DEFAULT_CAPACITY)
+    }
+}
+
+impl ActivityFeed {
+    /// A feed redacting `redact` keys, keeping `capacity` events per receiver.
+    pub fn new<I, S>(redact: I, capacity: usize) -> ActivityFeed
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let capacity = capacity.max(1);
+        ActivityFeed {
+            redact: redact
+                .into_iter()
+                .map(|k| k.as_ref().to_lowercase())
+                .collect(),
+            capacity,
+            all: broadcast::channel(capacity).0,
+        }
+    }
+
+    /// Events per receiver before the oldest are dropped.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Every session's events from now on.
+    pub fn subscribe_all(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.all.subscribe()
+    }
+
+    pub(crate) fn publish(&self, event: Arc<Event>) {
+        // No receiver is not an error: nobody is watching.
+        let _ = self.all.send(event);
+    }
+
+    /// A copy of `arguments` with the configured keys redacted.
+    pub fn redact(&self, arguments: &Value) -> Value {
+        if self.redact.is_empty() {
+            return arguments.clone();
+        }
+        match arguments {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        if self.redact.contains(&k.to_lowercase()) {
+                            (k.clone(), Value::String(REDACTED.to_owned()))
+                        } else {
+                            (k.clone(), self.redact(v))
+                        }
+                    })
+                    .collect::<Map<String, Value>>(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.redact(v)).collect()),
+            other => other.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn redaction_is_case_insensitive_and_deep() {
+        let feed = ActivityFeed::new(["token", "Password"], 8);
+        let out =
+            feed.redact(&json!({"TOKEN": "t", "nested": [{"password": "p", "x": 1}], "y": 2}));
+        assert_eq!(
+            out,
+            json!({"TOKEN": REDACTED, "nested": [{"password": REDACTED, "x": 1}], "y": 2})
+        );
+    }
+
+    #[test]
+    fn render_names_the_real_tool() {
+        let mut event = Event {
+            time: SystemTime::UNIX_EPOCH,
+            call_id: 1,
+            session: "s".into(),
+            tool: "mcp_github_create_issue".into(),
+            via_bridge: true,
+            arguments: json!({}),
+            status: Status::Ok,
+            duration: Duration::from_millis(120),
+            detail: None,
+        };
+        assert_eq!(
+            event.render(),
+            "mcp_github_create_issue via tool_call  ok  120 ms"
+        );
+        event.via_bridge = false;
+        event.status = Status::AwaitingApproval;
+        assert_eq!(event.render(), "mcp_github_create_issue  awaiting approval");
+    }
+}

@@ -1,0 +1,213 @@
+//! One live rmcp client session with a server: connecting over the
+//! configured transport, the client handler that hears
+//! `notifications/tools/list_changed`, and tool listing with pagination,
+//! filtering and schema normalisation.
+
+use std::sync::Arc;
+
+#[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
+use rmcp::ServiceExt;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
+use tokio::sync::Notify;
+
+use super::McpError;
+use super::config::{McpServerConfig, McpTransportConfig};
+#[cfg(feature = "mcp-stdio")]
+use super::process::ProcessGroup;
+use super::schema::{SchemaOutcome, normalise};
+use crate::tool::ToolSpec;
+
+/// The client side of a session: answers the server's requests with rmcp's
+/// defaults and wakes the supervisor on `notifications/tools/list_changed`.
+pub struct QuiverClient {
+    server: String,
+    list_changed: Arc<Notify>,
+}
+
+impl QuiverClient {
+    /// A handler for `server` that signals `list_changed`.
+    pub fn new(server: impl Into<String>, list_changed: Arc<Notify>) -> QuiverClient {
+        QuiverClient {
+            server: server.into(),
+            list_changed,
+        }
+    }
+}
+
+impl ClientHandler for QuiverClient {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "tools/list_changed received");
+        // A stored permit coalesces a burst of notifications into one refresh.
+        self.list_changed.notify_one();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("quiver", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A connected session.
+pub struct Connection {
+    /// The rmcp service; ends when the transport closes.
+    pub running: RunningService<RoleClient, QuiverClient>,
+    /// The stdio child's process group (`None` for HTTP).
+    #[cfg(feature = "mcp-stdio")]
+    pub group: Option<ProcessGroup>,
+}
+
+impl Connection {
+    /// The peer for requests (cheap to clone).
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.running.peer().clone()
+    }
+}
+
+#[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
+fn connect_error(server: &str, error: impl std::fmt::Display) -> McpError {
+    McpError::Connect {
+        server: server.to_owned(),
+        detail: error.to_string(),
+    }
+}
+
+/// Opens the transport and runs the MCP handshake (no timeout here: the
+/// supervisor bounds the whole attempt by `connect_timeout_s`).
+pub async fn connect(
+    config: &McpServerConfig,
+    list_changed: Arc<Notify>,
+) -> Result<Connection, McpError> {
+    let server = config.name.as_str();
+    let client = QuiverClient::new(server, list_changed);
+    match &config.transport {
+        McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
+        McpTransportConfig::Http { url, headers } => {
+            connect_http(server, url, headers, client).await
+        }
+    }
+}
+
+#[cfg(feature = "mcp-stdio")]
+async fn connect_stdio(
+    config: &McpServerConfig,
+    client: QuiverClient,
+) -> Result<Connection, McpError> {
+    let server = config.name.as_str();
+    let (transport, group) = super::process::spawn(server, &config.transport)?;
+    // If the handshake fails, `group` is dropped here and kills the child.
+    let running = client
+        .serve(transport)
+        .await
+        .map_err(|e| connect_error(server, e))?;
+    Ok(Connection {
+        running,
+        group: Some(group),
+    })
+}
+
+#[cfg(not(feature = "mcp-stdio"))]
+async fn connect_stdio(
+    config: &McpServerConfig,
+    _client: QuiverClient,
+) -> Result<Connection, McpError> {
+    Err(McpError::Unsupported {
+        server: config.name.clone(),
+        transport: "stdio",
+        feature: "mcp-stdio",
+    })
+}
+
+#[cfg(feature = "mcp-http")]
+async fn connect_http(
+    server: &str,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    client: QuiverClient,
+) -> Result<Connection, McpError> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let header = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| connect_error(server, format!("header `{name}`: {e}")))?;
+        let mut value = http::HeaderValue::from_str(value)
+            .map_err(|e| connect_error(server, format!("header `{name}`: {e}")))?;
+        value.set_sensitive(true);
+        custom.insert(header, value);
+    }
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom),
+    );
+    let running = client
+        .serve(transport)
+        .await
+        .map_err(|e| connect_error(server, e))?;
+    Ok(Connection {
+        running,
+        #[cfg(feature = "mcp-stdio")]
+        group: None,
+    })
+}
+
+#[cfg(not(feature = "mcp-http"))]
+async fn connect_http(
+    server: &str,
+    _url: &str,
+    _headers: &std::collections::BTreeMap<String, String>,
+    _client: QuiverClient,
+) -> Result<Connection, McpError> {
+    Err(McpError::Unsupported {
+        server: server.to_owned(),
+        transport: "http",
+        feature: "mcp-http",
+    })
+}
+
+/// Lists every tool of the server (following `nextCursor`), keeps those the
+/// filter allows and normalises their schemas; tools whose schema cannot be
+/// used are skipped with a warning naming the server and the tool.
+/// Descriptions are kept whole.
+pub async fn list_tools(
+    config: &McpServerConfig,
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<ToolSpec>, McpError> {
+    let server = config.name.as_str();
+    let tools = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| McpError::ListTools {
+            server: server.to_owned(),
+            detail: e.to_string(),
+        })?;
+    let mut specs = Vec::with_capacity(tools.len());
+    for tool in tools {
+        let name = tool.name.as_ref();
+        if !config.tools.allows(name) {
+            tracing::debug!(
+                server,
+                tool = name,
+                "tool left out by mcp_servers.{server}.tools"
+            );
+            continue;
+        }
+        let schema = match normalise(&tool.input_schema) {
+            SchemaOutcome::Kept(schema) => schema,
+            SchemaOutcome::Normalised(schema, change) => {
+                tracing::warn!(server, tool = name, "{change}");
+                schema
+            }
+            SchemaOutcome::Skipped(reason) => {
+                tracing::warn!(server, tool = name, "tool skipped: {reason}");
+                continue;
+            }
+        };
+        let description = tool.description.as_deref().unwrap_or_default();
+        specs.push(ToolSpec::new(name, description, schema));
+    }
+    Ok(specs)
+}

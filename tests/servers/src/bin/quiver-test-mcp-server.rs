@@ -1,0 +1,425 @@
+//! `quiver-test-mcp-server`: an MCP server written with rmcp that the
+//! end-to-end tests and the MCP benchmark drive. It speaks stdio by default,
+//! or Streamable HTTP on a 127.0.0.1 address with `--http`.
+//!
+//! Tools (always present):
+//!
+//! - `echo {text}`: returns `text` as text content;
+//! - `add {a, b}`: returns the sum as structured content;
+//! - `image`: returns a 1x1 PNG as image content;
+//! - `fail {message}`: returns an `isError` result with `message`;
+//! - `add_tool {name}` / `remove_tool {name}`: changes the tool list, then
+//!   sends `notifications/tools/list_changed`;
+//! - `hang`: never answers; counts the cancellations it receives;
+//! - `stats`: `{"cancelled": N, "calls": N}`;
+//! - `crash`: ends the process at once (exit code 101);
+//! - `describe_me`: a tool with a long, multi-sentence description.
+//!
+//! Flags: `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
+//! `tools/list`, `--bad-schemas` adds tools with malformed input schemas,
+//! `--spawn-grandchild FILE` starts a `sleep` in the server's own process
+//! group and writes its pid to FILE, `--pid-file FILE` writes the server's
+//! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
+//! without that header, `--stderr TEXT` writes a line to stderr at start.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use clap::Parser;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+/// A 1x1 transparent PNG, base64.
+const PNG_1X1: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "quiver-test-mcp-server")]
+struct Args {
+    /// Serve Streamable HTTP at http://ADDR/mcp (ADDR must be on 127.0.0.1)
+    /// instead of stdio; prints the URL as the first line of stdout.
+    #[arg(long)]
+    http: Option<String>,
+    /// Extra generated tools `tool_0` .. `tool_{N-1}`.
+    #[arg(long, default_value_t = 0)]
+    tools: usize,
+    /// Tools per `tools/list` page (0: one page).
+    #[arg(long, default_value_t = 0)]
+    page_size: usize,
+    /// Add tools whose input schemas are malformed.
+    #[arg(long)]
+    bad_schemas: bool,
+    /// Start a long `sleep` grandchild in this process group; write its pid here.
+    #[arg(long)]
+    spawn_grandchild: Option<String>,
+    /// Write this server's pid here.
+    #[arg(long)]
+    pid_file: Option<String>,
+    /// HTTP only: refuse requests without this header (`NAME=VALUE`).
+    #[arg(long)]
+    require_header: Option<String>,
+    /// Write this line to stderr at start.
+    #[arg(long)]
+    stderr: Option<String>,
+}
+
+#[derive(Clone)]
+struct TestServer {
+    args: Arc<Args>,
+    added: Arc<Mutex<BTreeSet<String>>>,
+    cancelled: Arc<AtomicU64>,
+    calls: Arc<AtomicU64>,
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+fn tool(name: &str, description: &str, schema: Value) -> Tool {
+    Tool::new(name.to_owned(), description.to_owned(), object(schema))
+}
+
+fn string_arg(request: &CallToolRequestParams, key: &str) -> Option<String> {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+impl TestServer {
+    fn tools(&self) -> Vec<Tool> {
+        let text_arg = |name: &str| json!({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]});
+        let mut tools = vec![
+            tool("echo", "Echo the given text back.", text_arg("text")),
+            tool(
+                "add",
+                "Add two numbers and return the sum as structured content.",
+                json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+            ),
+            tool(
+                "image",
+                "Return a tiny PNG image.",
+                json!({"type": "object"}),
+            ),
+            tool("fail", "Always report a tool error.", text_arg("message")),
+            tool(
+                "add_tool",
+                "Add a tool with the given name, then notify that the tool list changed.",
+                text_arg("name"),
+            ),
+            tool(
+                "remove_tool",
+                "Remove a tool added with add_tool, then notify that the tool list changed.",
+                text_arg("name"),
+            ),
+            tool(
+                "hang",
+                "Never answer (until cancelled).",
+                json!({"type": "object"}),
+            ),
+            tool(
+                "stats",
+                "Report how many calls were made and cancelled.",
+                json!({"type": "object"}),
+            ),
+            tool(
+                "crash",
+                "End the server process at once.",
+                json!({"type": "object"}),
+            ),
+            tool(
+                "describe_me",
+                &format!(
+                    "A tool with a long description. {}The end.",
+                    "This sentence is here to make the description long. ".repeat(12)
+                ),
+                json!({"type": "object"}),
+            ),
+        ];
+        for index in 0..self.args.tools {
+            tools.push(tool(
+                &format!("tool_{index}"),
+                &format!("Generated tool number {index}."),
+                json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
+            ));
+        }
+        if self.args.bad_schemas {
+            tools.push(tool(
+                "string_schema",
+                "A tool whose input schema is a string schema.",
+                json!({"type": "string"}),
+            ));
+            tools.push(tool(
+                "untyped_schema",
+                "A tool whose input schema has properties but no type.",
+                json!({"properties": {"q": {"type": "string"}}, "required": ["q"]}),
+            ));
+        }
+        for name in self
+            .added
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            tools.push(tool(
+                name,
+                &format!("Dynamically added tool {name}."),
+                json!({"type": "object"}),
+            ));
+        }
+        tools
+    }
+
+    async fn change_list(
+        &self,
+        name: Option<String>,
+        add: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let Some(name) = name else {
+            return CallToolResult::error(vec![ContentBlock::text("`name` is required")]);
+        };
+        {
+            let mut added = self.added.lock().unwrap_or_else(PoisonError::into_inner);
+            if add {
+                added.insert(name.clone());
+            } else {
+                added.remove(&name);
+            }
+        }
+        if let Err(error) = context.peer.notify_tool_list_changed().await {
+            eprintln!("cannot send list_changed: {error}");
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!(
+            "{} {name}",
+            if add { "added" } else { "removed" }
+        ))])
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "quiver-test-mcp-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.tools();
+        if self.args.page_size == 0 {
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
+        let start: usize = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse()
+                .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
+        };
+        let end = (start + self.args.page_size).min(tools.len());
+        let page: Vec<Tool> = tools
+            .get(start..end)
+            .map(<[Tool]>::to_vec)
+            .unwrap_or_default();
+        let mut result = ListToolsResult::with_all_items(page);
+        if end < tools.len() {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = match request.name.as_ref() {
+            "echo" => match string_arg(&request, "text") {
+                Some(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+                None => {
+                    return Err(ErrorData::invalid_params("echo needs `text`", None));
+                }
+            },
+            "add" => {
+                let number = |key: &str| {
+                    request
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .and_then(Value::as_f64)
+                };
+                match (number("a"), number("b")) {
+                    (Some(a), Some(b)) => CallToolResult::structured(json!({"sum": a + b})),
+                    _ => return Err(ErrorData::invalid_params("add needs numbers a and b", None)),
+                }
+            }
+            "image" => CallToolResult::success(vec![
+                ContentBlock::text("a tiny image"),
+                ContentBlock::image(PNG_1X1, "image/png"),
+            ]),
+            "fail" => CallToolResult::error(vec![ContentBlock::text(
+                string_arg(&request, "message").unwrap_or_else(|| "failed".to_owned()),
+            )]),
+            "add_tool" => {
+                self.change_list(string_arg(&request, "name"), true, &context)
+                    .await
+            }
+            "remove_tool" => {
+                self.change_list(string_arg(&request, "name"), false, &context)
+                    .await
+            }
+            "hang" => {
+                context.ct.cancelled().await;
+                self.cancelled.fetch_add(1, Ordering::Relaxed);
+                CallToolResult::error(vec![ContentBlock::text("cancelled")])
+            }
+            "stats" => CallToolResult::structured(json!({
+                "cancelled": self.cancelled.load(Ordering::Relaxed),
+                "calls": self.calls.load(Ordering::Relaxed),
+            })),
+            "crash" => std::process::exit(101),
+            name if self.tools().iter().any(|t| t.name == name) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("called {name}"))])
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{}`", request.name),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+fn write_file(path: &str, text: &str) {
+    if let Err(error) = std::fs::write(path, text) {
+        eprintln!("cannot write {path}: {error}");
+        std::process::exit(2);
+    }
+}
+
+async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() {
+        return Err(std::io::Error::other(format!(
+            "refusing to serve on {local}: only loopback addresses are allowed"
+        )));
+    }
+    let required = server.args.require_header.clone();
+    let service: StreamableHttpService<TestServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(required) = required {
+        let (name, value) = required
+            .split_once('=')
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_owned()))
+            .unwrap_or_default();
+        router = router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let allowed = request
+                    .headers()
+                    .get(name.as_str())
+                    .and_then(|v| v.to_str().ok())
+                    == Some(value.as_str());
+                async move {
+                    if allowed {
+                        next.run(request).await
+                    } else {
+                        axum::response::IntoResponse::into_response(
+                            axum::http::StatusCode::UNAUTHORIZED,
+                        )
+                    }
+                }
+            },
+        ));
+    }
+    println!("http://{local}/mcp");
+    let _ = std::io::stdout().flush();
+    axum::serve(listener, router).await
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Some(line) = &args.stderr {
+        eprintln!("{line}");
+    }
+    if let Some(path) = &args.pid_file {
+        write_file(path, &std::process::id().to_string());
+    }
+    // Kept alive (and never waited for) so that it outlives a killed parent:
+    // only ending the whole process group removes it.
+    let _grandchild =
+        args.spawn_grandchild.as_ref().map(|path| {
+            match std::process::Command::new("sleep")
+                .arg("600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+            {
+                Ok(child) => {
+                    write_file(path, &child.id().to_string());
+                    child
+                }
+                Err(error) => {
+                    eprintln!("cannot spawn the grandchild: {error}");
+                    std::process::exit(2);
+                }
+            }
+        });
+    let server = TestServer {
+        args: Arc::new(args.clone()),
+        added: Arc::default(),
+        cancelled: Arc::default(),
+        calls: Arc::default(),
+    };
+    let outcome = match &args.http {
+        Some(addr) => serve_http(server, addr).await.map_err(|e| e.to_string()),
+        None => match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        },
+    };
+    if let Err(error) = outcome {
+        eprintln!("quiver-test-mcp-server: {error}");
+        std::process::exit(1);
+    }
+    // stdin may still block runtime shutdown (see rmcp::transport::io).
+    std::process::exit(0);
+}
