@@ -132,6 +132,9 @@ pub struct EnhancedIndex {
     idf: Vec<f64>,
     lengths: Vec<[u32; FIELDS]>,
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
+    /// Every known term with one character deleted, to the terms it came
+    /// from (for typo tolerance).
+    deletions: HashMap<Box<str>, Vec<u32>>,
     average_lengths: [f64; FIELDS],
     exact_names: HashMap<String, Vec<u32>>,
 }
@@ -176,6 +179,7 @@ impl EnhancedIndex {
             idf: Vec::new(),
             lengths: Vec::new(),
             name_bigrams: HashMap::new(),
+            deletions: HashMap::new(),
             average_lengths: [0.0; FIELDS],
             exact_names: HashMap::new(),
         };
@@ -248,6 +252,20 @@ impl EnhancedIndex {
             index.lengths.push(lengths);
             index.docs.push(tool.clone());
         }
+        for (id, term) in index.vocabulary.iter().enumerate() {
+            if term.len() < 3 {
+                continue;
+            }
+            for deletion in single_deletions(term) {
+                let ids = index
+                    .deletions
+                    .entry(deletion.into_boxed_str())
+                    .or_default();
+                if ids.last() != Some(&(id as u32)) {
+                    ids.push(id as u32);
+                }
+            }
+        }
         let n = index.docs.len() as f64;
         if !index.docs.is_empty() {
             for field in 0..FIELDS {
@@ -277,21 +295,46 @@ impl EnhancedIndex {
     }
 
     /// Known terms within one edit of `term` (two when it is long), for
-    /// typo tolerance; only for terms of four or more characters.
+    /// typo tolerance; only for terms of four or more characters. Looked up
+    /// through the single-deletion index (symmetric delete), so the cost
+    /// does not grow with the vocabulary.
     fn near_terms(&self, term: &str) -> Vec<u32> {
-        let length = term.chars().count();
-        if length < 4 {
+        let length = term.len();
+        if length < 4 || !term.is_ascii() {
             return Vec::new();
         }
         let allowed = if length >= 8 { 2 } else { 1 };
-        self.vocabulary
-            .iter()
-            .enumerate()
-            .filter(|(_, known)| known.len().abs_diff(term.len()) <= allowed)
-            .filter(|(_, known)| strsim::damerau_levenshtein(known, term) <= allowed)
-            .map(|(id, _)| id as u32)
-            .take(4)
-            .collect()
+        let mut variants = vec![term.to_owned()];
+        for _ in 0..allowed {
+            let mut next = Vec::new();
+            for variant in &variants {
+                next.extend(single_deletions(variant));
+            }
+            variants.extend(next);
+        }
+        variants.sort_unstable();
+        variants.dedup();
+        let mut candidates: Vec<u32> = Vec::new();
+        for variant in &variants {
+            if let Some(&id) = self.terms.get(variant.as_str()) {
+                candidates.push(id);
+            }
+            if let Some(ids) = self.deletions.get(variant.as_str()) {
+                candidates.extend(ids);
+            }
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        let mut near: Vec<(usize, u32)> = candidates
+            .into_iter()
+            .filter_map(|id| {
+                let known = self.vocabulary.get(id as usize)?;
+                let distance = strsim::damerau_levenshtein(known, term);
+                (distance <= allowed).then_some((distance, id))
+            })
+            .collect();
+        near.sort_unstable();
+        near.into_iter().take(4).map(|(_, id)| id).collect()
     }
 
     /// A term the index does not know, read as two known terms run
@@ -468,6 +511,14 @@ impl EnhancedIndex {
         }
         found
     }
+}
+
+/// `term` with each one of its (ASCII) characters deleted in turn.
+fn single_deletions(term: &str) -> Vec<String> {
+    (0..term.len())
+        .filter(|&i| term.is_char_boundary(i) && term.is_char_boundary(i + 1))
+        .map(|i| format!("{}{}", &term[..i], &term[i + 1..]))
+        .collect()
 }
 
 /// Takes `server:NAME` filters out of a query.
