@@ -280,7 +280,7 @@ fn report(label: &str, files: &[&str]) {
             heap: catalog_heap,
         },
         Row {
-            label: "search index (SearchIndex::build)",
+            label: "search index (Catalog::index, default mode)",
             heap: index_heap,
         },
         Row {
