@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::search::Scored;
+use crate::search::{Scored, idf, name_substring_matches, rank};
 use crate::tool::Tool;
 
 /// BM25 saturation.
@@ -276,10 +276,7 @@ impl EnhancedIndex {
         index.idf = index
             .postings
             .iter()
-            .map(|list| {
-                let df = list.len() as f64;
-                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-            })
+            .map(|list| idf(index.docs.len(), list.len()))
             .collect();
         index
     }
@@ -451,44 +448,11 @@ impl EnhancedIndex {
             }
         }
 
-        let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
-        let mut hits: Vec<u32> = touched
-            .into_iter()
-            .filter(|&d| score_of(d) > 0.0 && allowed(d))
-            .collect();
-        if hits.is_empty() {
-            let needle = text.trim().to_lowercase();
-            if needle.is_empty() {
-                return Vec::new();
-            }
-            return self
-                .docs
-                .iter()
-                .enumerate()
-                .filter(|(doc, tool)| {
-                    allowed(*doc as u32) && tool.name().to_lowercase().contains(&needle)
-                })
-                .take(limit)
-                .map(|(_, tool)| Scored {
-                    tool: tool.clone(),
-                    score: 0.0,
-                })
-                .collect();
+        let ranked = rank(&self.docs, &scores, touched, limit, allowed);
+        if ranked.is_empty() {
+            return name_substring_matches(&self.docs, &text, limit, allowed);
         }
-        let order = |a: &u32, b: &u32| score_of(*b).total_cmp(&score_of(*a)).then(a.cmp(b));
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, order);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(order);
-        hits.into_iter()
-            .filter_map(|doc| {
-                self.docs.get(doc as usize).map(|tool| Scored {
-                    tool: tool.clone(),
-                    score: score_of(doc),
-                })
-            })
-            .collect()
+        ranked
     }
 
     /// Tools whose exact name (own or exposed, case-insensitive) is the

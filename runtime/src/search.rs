@@ -112,10 +112,7 @@ impl SearchIndex {
         index.idf = index
             .postings
             .iter()
-            .map(|list| {
-                let df = list.len() as f64;
-                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-            })
+            .map(|list| idf(index.docs.len(), list.len()))
             .collect();
         index
     }
@@ -172,42 +169,74 @@ impl SearchIndex {
         let mut scores = vec![0.0; self.docs.len()];
         let mut touched = Vec::new();
         self.accumulate(query, &mut scores, &mut touched);
-        let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
-        let mut hits: Vec<u32> = touched.into_iter().filter(|&d| score_of(d) > 0.0).collect();
-        if hits.is_empty() {
-            return self.substring_fallback(query, limit);
+        let ranked = rank(&self.docs, &scores, touched, limit, |_| true);
+        if ranked.is_empty() {
+            return name_substring_matches(&self.docs, query, limit, |_| true);
         }
-        let order = |a: &u32, b: &u32| score_of(*b).total_cmp(&score_of(*a)).then(a.cmp(b));
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, order);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(order);
-        hits.into_iter()
-            .filter_map(|doc| {
-                self.docs.get(doc as usize).map(|tool| Scored {
-                    tool: tool.clone(),
-                    score: score_of(doc),
-                })
-            })
-            .collect()
+        ranked
     }
+}
 
-    fn substring_fallback(&self, query: &str, limit: usize) -> Vec<Scored> {
-        let needle = query.trim().to_lowercase();
-        if needle.is_empty() {
-            return Vec::new();
-        }
-        self.docs
-            .iter()
-            .filter(|tool| tool.name().to_lowercase().contains(&needle))
-            .take(limit)
-            .map(|tool| Scored {
-                tool: tool.clone(),
-                score: 0.0,
-            })
-            .collect()
+/// BM25's idf: `ln(1 + (N - df + 0.5) / (df + 0.5))`, always above zero.
+pub fn idf(documents: usize, document_frequency: usize) -> f64 {
+    let (n, df) = (documents as f64, document_frequency as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The best `limit` of the `touched` documents that score above zero and
+/// are `allowed`: by score, ties in document order.
+pub fn rank(
+    docs: &[Arc<Tool>],
+    scores: &[f64],
+    touched: Vec<u32>,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
+    let mut hits: Vec<u32> = touched
+        .into_iter()
+        .filter(|&d| score_of(d) > 0.0 && allowed(d))
+        .collect();
+    let order = |a: &u32, b: &u32| score_of(*b).total_cmp(&score_of(*a)).then(a.cmp(b));
+    if limit == 0 {
+        return Vec::new();
     }
+    if hits.len() > limit {
+        hits.select_nth_unstable_by(limit - 1, order);
+        hits.truncate(limit);
+    }
+    hits.sort_unstable_by(order);
+    hits.into_iter()
+        .filter_map(|doc| {
+            docs.get(doc as usize).map(|tool| Scored {
+                tool: tool.clone(),
+                score: score_of(doc),
+            })
+        })
+        .collect()
+}
+
+/// The fallback when nothing scores: `allowed` tools whose exposed name
+/// contains the query (case-insensitive), in document order, score 0.
+pub fn name_substring_matches(
+    docs: &[Arc<Tool>],
+    query: &str,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    let needle = query.trim().to_lowercase();
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    docs.iter()
+        .enumerate()
+        .filter(|(doc, tool)| allowed(*doc as u32) && tool.name().to_lowercase().contains(&needle))
+        .take(limit)
+        .map(|(_, tool)| Scored {
+            tool: tool.clone(),
+            score: 0.0,
+        })
+        .collect()
 }
 
 #[cfg(test)]
