@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{BoxFuture, DispatchCall};
+use crate::mcp::{McpCallError, McpHost};
 use crate::plugins::{PluginCallError, PluginHost};
 use crate::tool::ToolSource;
 
@@ -126,6 +127,49 @@ impl ToolExecutor for PluginExecutor {
                 .map_err(|error| match error {
                     PluginCallError::Timeout { .. } => ToolError::TimedOut(error.to_string()),
                     PluginCallError::UnknownTool { .. } | PluginCallError::Unhealthy { .. } => {
+                        ToolError::Unavailable(error.to_string())
+                    }
+                    other => ToolError::Failed(other.to_string()),
+                })
+        })
+    }
+}
+
+/// Runs MCP tools on an [`McpHost`] (with its per-server call timeout).
+#[derive(Clone)]
+pub struct McpExecutor {
+    host: Arc<McpHost>,
+}
+
+impl McpExecutor {
+    /// An executor calling through `host`.
+    pub fn new(host: Arc<McpHost>) -> McpExecutor {
+        McpExecutor { host }
+    }
+}
+
+impl ToolExecutor for McpExecutor {
+    fn execute<'a>(&'a self, call: &'a DispatchCall) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let ToolSource::Mcp(server) = call.tool.source() else {
+                return Err(ToolError::Unavailable(format!(
+                    "`{}` is not an MCP tool",
+                    call.tool.name()
+                )));
+            };
+            self.host
+                .call(
+                    server,
+                    call.tool.original_name(),
+                    call.arguments.as_object().cloned().unwrap_or_default(),
+                )
+                .await
+                .map(|output| output.to_json())
+                .map_err(|error| match error {
+                    McpCallError::Timeout { .. } => ToolError::TimedOut(error.to_string()),
+                    McpCallError::NotConnected { .. }
+                    | McpCallError::UnknownServer { .. }
+                    | McpCallError::Disconnected { .. } => {
                         ToolError::Unavailable(error.to_string())
                     }
                     other => ToolError::Failed(other.to_string()),

@@ -47,7 +47,7 @@ use crate::tool::Tool;
 
 pub use approval::{ApprovalError, ApprovalLayer, ApprovalPolicy, Approver, Decision};
 pub use execute::{ExecuteError, ExecuteService};
-pub use executor::{CoreTools, Executors, PluginExecutor, ToolError, ToolExecutor};
+pub use executor::{CoreTools, Executors, McpExecutor, PluginExecutor, ToolError, ToolExecutor};
 pub use feed::{ActivityFeed, Event, Status};
 pub use guardrail::{GuardrailDenied, GuardrailLayer, Guardrails};
 pub use hooks::{HookRefused, Hooks, PostHooksLayer, PreHooksLayer};
