@@ -16,6 +16,7 @@ use quiver_runtime::eval;
 use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
 
+mod call_cli;
 mod plugin_cli;
 mod status_cli;
 
@@ -43,6 +44,8 @@ enum Command {
     Plugin(plugin_cli::PluginCommand),
     /// Connect the configured MCP servers for a few seconds and print their states.
     Status(status_cli::StatusArgs),
+    /// Run one tool call through the dispatch chain, as the daemon would.
+    Call(call_cli::CallArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +143,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),
+        Command::Call(args) => call_cli::run(args),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,

@@ -301,6 +301,35 @@ pub struct ChainParts {
     pub executor: Arc<dyn ToolExecutor>,
 }
 
+impl ChainParts {
+    /// The parts as `config` sets them: its guardrail rules, result cap and
+    /// call timeout, its approval policy, and `approver` behind its
+    /// `approval.auto_approve` globs. No hooks (they are registered in code).
+    pub fn from_config(
+        config: &crate::config::Config,
+        approver: Arc<dyn Approver>,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<ChainParts, globset::Error> {
+        let approver: Arc<dyn Approver> = if config.approval.auto_approve.is_empty() {
+            approver
+        } else {
+            Arc::new(approval::rules::AutoApprove::new(
+                &config.approval.auto_approve,
+                approver,
+            )?)
+        };
+        Ok(ChainParts {
+            hooks: Arc::new(Hooks::new()),
+            guardrails: Arc::new(config.guardrails.guardrails()),
+            approval: Arc::new(config.approval.policy()?),
+            approver,
+            max_result_chars: config.guardrails.max_result_chars,
+            call_timeout: Duration::from_millis(config.guardrails.call_timeout_ms),
+            executor,
+        })
+    }
+}
+
 /// The standard chain, outermost first: pre-call hooks, guardrails,
 /// approval, argument validation, post-call hooks, result cap, execution
 /// with timeout.
