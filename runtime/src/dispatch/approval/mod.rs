@@ -101,13 +101,22 @@ pub enum ApprovalError {
         reason: String,
     },
     /// Nobody answered in time.
-    #[error("`{tool}` was not called: no approval within {timeout_s} s")]
+    #[error("`{tool}` was not called: no approval within {}", seconds(*.timeout_ms))]
     TimedOut {
         /// The tool.
         tool: String,
         /// The limit.
-        timeout_s: u64,
+        timeout_ms: u64,
     },
+}
+
+/// `12 s`, or `0.05 s` below a second.
+fn seconds(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{} s", ms as f64 / 1000.0)
+    }
 }
 
 impl ApprovalError {
@@ -310,7 +319,7 @@ impl<S: ChainService> Service<DispatchCall> for Approval<S> {
                     OnTimeout::Deny => {
                         return Err(ApprovalError::TimedOut {
                             tool,
-                            timeout_s: policy.timeout.as_secs(),
+                            timeout_ms: policy.timeout.as_millis() as u64,
                         }
                         .into());
                     }
@@ -342,5 +351,24 @@ mod tests {
         assert!(p.requires("mcp_github_create_issue"));
         assert!(!p.requires("MCP_github_create_issue"));
         assert!(!ApprovalPolicy::default().requires("x"));
+    }
+}
+
+#[cfg(test)]
+mod timeout_message_tests {
+    use super::*;
+
+    #[test]
+    fn sub_second_timeouts_are_not_shown_as_zero() {
+        assert_eq!(seconds(50), "0.05 s");
+        assert_eq!(seconds(12_000), "12 s");
+        let error = ApprovalError::TimedOut {
+            tool: "t".into(),
+            timeout_ms: 250,
+        };
+        assert_eq!(
+            error.to_string(),
+            "`t` was not called: no approval within 0.25 s"
+        );
     }
 }

@@ -5,12 +5,25 @@
 //! and sessions keep running.
 
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use super::{ApprovalRequest, Approver, Decision};
 use crate::dispatch::BoxFuture;
 
-type Terminal = (Box<dyn BufRead + Send>, Box<dyn Write + Send>);
+/// How often a waiting prompt checks whether its call stopped waiting.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+struct Terminal {
+    /// Lines read from the input by a reader thread of their own, so that a
+    /// prompt whose call stopped waiting (approval timeout) can stop reading.
+    lines: Receiver<String>,
+    output: Box<dyn Write + Send>,
+    /// A prompt was abandoned: lines typed since answer it, not the next one.
+    abandoned: bool,
+}
 
 /// Asks on a terminal (or any reader and writer).
 #[derive(Clone)]
@@ -30,8 +43,21 @@ impl TerminalApprover {
         input: impl BufRead + Send + 'static,
         output: impl Write + Send + 'static,
     ) -> TerminalApprover {
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in input.lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         TerminalApprover {
-            terminal: Arc::new(Mutex::new((Box::new(input), Box::new(output)))),
+            terminal: Arc::new(Mutex::new(Terminal {
+                lines,
+                output: Box::new(output),
+                abandoned: false,
+            })),
         }
     }
 
@@ -41,38 +67,68 @@ impl TerminalApprover {
     }
 }
 
-/// Reads one answer; a read error or end of input denies.
-fn ask(terminal: &Mutex<Terminal>, request: &ApprovalRequest) -> Decision {
-    let mut guard = terminal.lock().unwrap_or_else(PoisonError::into_inner);
-    let (input, output) = &mut *guard;
+/// Reads one answer; end of input denies, and so does the call giving up
+/// waiting (`cancelled`), which also discards any late answer to it.
+fn ask(terminal: &Mutex<Terminal>, request: &ApprovalRequest, cancelled: &AtomicBool) -> Decision {
+    let mut terminal = terminal.lock().unwrap_or_else(PoisonError::into_inner);
+    if terminal.abandoned {
+        while terminal.lines.try_recv().is_ok() {}
+        terminal.abandoned = false;
+    }
     let via = if request.via_bridge {
         " via tool_call"
     } else {
         ""
     };
     let prompt = writeln!(
-        output,
+        terminal.output,
         "approve `{}`{via} for session {}?\n  arguments: {}\n  digest: {}\n[y] yes  [s] yes for this session  [N] no: ",
         request.tool, request.session, request.arguments, request.digest
     )
-    .and_then(|()| output.flush());
+    .and_then(|()| terminal.output.flush());
     if prompt.is_err() {
         return Decision::Deny {
             reason: "the approval prompt could not be shown".to_owned(),
         };
     }
-    let mut line = String::new();
-    match input.read_line(&mut line) {
-        Ok(n) if n > 0 => match line.trim() {
-            "y" | "Y" | "yes" => Decision::Approve,
-            "s" | "S" | "session" => Decision::ApproveForSession,
-            _ => Decision::Deny {
-                reason: "denied at the terminal".to_owned(),
-            },
-        },
-        _ => Decision::Deny {
-            reason: "no answer at the terminal".to_owned(),
-        },
+    loop {
+        match terminal.lines.recv_timeout(CANCEL_POLL) {
+            Ok(line) => {
+                return match line.trim() {
+                    "y" | "Y" | "yes" => Decision::Approve,
+                    "s" | "S" | "session" => Decision::ApproveForSession,
+                    _ => Decision::Deny {
+                        reason: "denied at the terminal".to_owned(),
+                    },
+                };
+            }
+            Err(RecvTimeoutError::Timeout) if cancelled.load(Ordering::SeqCst) => {
+                terminal.abandoned = true;
+                let _ = writeln!(
+                    terminal.output,
+                    "(no answer in time: `{}` was not approved)",
+                    request.tool
+                );
+                return Decision::Deny {
+                    reason: "no answer before the approval timed out".to_owned(),
+                };
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                return Decision::Deny {
+                    reason: "no answer at the terminal".to_owned(),
+                };
+            }
+        }
+    }
+}
+
+/// Sets its flag when dropped: the approval future was dropped (timed out).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
@@ -80,7 +136,9 @@ impl Approver for TerminalApprover {
     fn decide(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         let terminal = self.terminal.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || ask(&terminal, &request))
+            let cancelled = Arc::new(AtomicBool::new(false));
+            let _guard = CancelOnDrop(cancelled.clone());
+            tokio::task::spawn_blocking(move || ask(&terminal, &request, &cancelled))
                 .await
                 .unwrap_or(Decision::Deny {
                     reason: "the approval prompt failed".to_owned(),
@@ -137,5 +195,53 @@ mod tests {
             shown.contains("approve `mcp_github_create_issue` via tool_call for session s1?"),
             "{shown}"
         );
+    }
+
+    fn request() -> ApprovalRequest {
+        ApprovalRequest {
+            call_id: 1,
+            session: "s1".into(),
+            tool: "mcp_github_create_issue".into(),
+            via_bridge: false,
+            arguments: json!({}),
+            digest: "d".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_timeout_the_next_answer_reaches_the_next_prompt() {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let approver = TerminalApprover::new(std::io::BufReader::new(reader), Shared::default());
+        let first =
+            tokio::time::timeout(Duration::from_millis(100), approver.decide(request())).await;
+        assert!(first.is_err(), "nobody answered the first prompt");
+        let second = tokio::spawn({
+            let approver = approver.clone();
+            async move { approver.decide(request()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        writer.write_all(b"y\n").unwrap();
+        let decided = tokio::time::timeout(Duration::from_secs(5), second).await;
+        assert_eq!(decided.unwrap().unwrap(), Decision::Approve);
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_does_not_answer_the_next_prompt() {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let approver = TerminalApprover::new(std::io::BufReader::new(reader), Shared::default());
+        let first =
+            tokio::time::timeout(Duration::from_millis(100), approver.decide(request())).await;
+        assert!(first.is_err());
+        // A late "y" meant for the first prompt must not approve the next one.
+        writer.write_all(b"y\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let second = tokio::spawn({
+            let approver = approver.clone();
+            async move { approver.decide(request()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        writer.write_all(b"no\n").unwrap();
+        let decided = tokio::time::timeout(Duration::from_secs(5), second).await;
+        assert!(matches!(decided.unwrap().unwrap(), Decision::Deny { .. }));
     }
 }
