@@ -474,10 +474,13 @@ fn parse_error(error: &serde_saphyr::Error, file: &str) -> ConfigError {
     }
 }
 
-fn clamp(
+/// `value` (or `default` when absent) clamped to `min..=max`; a clamped
+/// value adds a warning naming `key`, the value given and the value used.
+/// Every config section reads its numbers through this.
+pub(crate) fn clamp(
     value: &Option<Spanned<i64>>,
-    spec: &IntKey,
-    max_override: Option<i64>,
+    key: &str,
+    (min, max): (i64, i64),
     default: i64,
     file: &str,
     warnings: &mut Vec<ConfigWarning>,
@@ -485,19 +488,17 @@ fn clamp(
     let Some(spanned) = value else {
         return default;
     };
-    let max = max_override.unwrap_or(spec.max);
-    let used = spanned.value.clamp(spec.min, max);
+    let used = spanned.value.clamp(min, max);
     if used != spanned.value {
-        let warning = ConfigWarning {
+        warnings.push(ConfigWarning {
             file: file.to_owned(),
             line: spanned.referenced.line() as u32,
             column: spanned.referenced.column() as u32,
-            key: spec.key.to_owned(),
+            key: key.to_owned(),
             given: spanned.value,
             used,
-            range: format!("{}..{}", spec.min, max),
-        };
-        warnings.push(warning);
+            range: format!("{min}..{max}"),
+        });
     }
     used
 }
@@ -510,16 +511,16 @@ fn validate_plugins(
     let defaults = PluginsConfig::default();
     let call_timeout_ms = clamp(
         &raw.call_timeout_ms,
-        &CALL_TIMEOUT_MS,
-        None,
+        CALL_TIMEOUT_MS.key,
+        (CALL_TIMEOUT_MS.min, CALL_TIMEOUT_MS.max),
         defaults.call_timeout_ms as i64,
         file,
         warnings,
     );
     let reload_warn_after = clamp(
         &raw.reload_warn_after,
-        &RELOAD_WARN_AFTER,
-        None,
+        RELOAD_WARN_AFTER.key,
+        (RELOAD_WARN_AFTER.min, RELOAD_WARN_AFTER.max),
         defaults.reload_warn_after as i64,
         file,
         warnings,
@@ -593,36 +594,32 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     };
     let threshold_pct = clamp(
         &raw_search.threshold_pct,
-        &THRESHOLD_PCT,
-        None,
+        THRESHOLD_PCT.key,
+        (THRESHOLD_PCT.min, THRESHOLD_PCT.max),
         defaults.threshold_pct as i64,
         file,
         &mut warnings,
     );
     let max_search_limit = clamp(
         &raw_search.max_search_limit,
-        &MAX_SEARCH_LIMIT,
-        None,
+        MAX_SEARCH_LIMIT.key,
+        (MAX_SEARCH_LIMIT.min, MAX_SEARCH_LIMIT.max),
         defaults.max_search_limit as i64,
         file,
         &mut warnings,
     );
     let search_default_limit = clamp(
         &raw_search.search_default_limit,
-        &IntKey {
-            key: SEARCH_DEFAULT_LIMIT,
-            min: 1,
-            max: max_search_limit,
-        },
-        None,
+        SEARCH_DEFAULT_LIMIT,
+        (1, max_search_limit),
         (defaults.search_default_limit as i64).min(max_search_limit),
         file,
         &mut warnings,
     );
     let listing_max_tokens = clamp(
         &raw_search.listing_max_tokens,
-        &LISTING_MAX_TOKENS,
-        None,
+        LISTING_MAX_TOKENS.key,
+        (LISTING_MAX_TOKENS.min, LISTING_MAX_TOKENS.max),
         defaults.listing_max_tokens as i64,
         file,
         &mut warnings,

@@ -7,7 +7,7 @@ use serde_saphyr::Spanned;
 
 use super::approval::{ApprovalPolicy, OnTimeout};
 use super::guardrail::{ArgumentPattern, GuardrailRule, Guardrails, RuleAction};
-use crate::config::{ConfigError, ConfigWarning};
+use crate::config::{ConfigError, ConfigWarning, clamp};
 
 /// Feed keys redacted when `feed.redact` is not given.
 pub const DEFAULT_REDACT: [&str; 5] = ["password", "token", "secret", "api_key", "authorization"];
@@ -176,32 +176,6 @@ pub(crate) fn allowed_for(key: &str) -> Option<String> {
         ("feed", _) => format!("keys {FEED_KEYS}"),
         _ => return None,
     })
-}
-
-fn clamp(
-    value: &Option<Spanned<i64>>,
-    key: &str,
-    (min, max): (i64, i64),
-    default: i64,
-    file: &str,
-    warnings: &mut Vec<ConfigWarning>,
-) -> i64 {
-    let Some(spanned) = value else {
-        return default;
-    };
-    let used = spanned.value.clamp(min, max);
-    if used != spanned.value {
-        warnings.push(ConfigWarning {
-            file: file.to_owned(),
-            line: spanned.referenced.line() as u32,
-            column: spanned.referenced.column() as u32,
-            key: key.to_owned(),
-            given: spanned.value,
-            used,
-            range: format!("{min}..{max}"),
-        });
-    }
-    used
 }
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {

@@ -334,21 +334,14 @@ fn timeout(
     default: u64,
     warnings: &mut Vec<ConfigWarning>,
 ) -> Duration {
-    let Some(spanned) = raw else {
-        return Duration::from_secs(default);
-    };
-    let used = spanned.value.clamp(1, MAX_TIMEOUT_S as i64);
-    if used != spanned.value {
-        warnings.push(ConfigWarning {
-            file: ctx.file.to_owned(),
-            line: spanned.referenced.line() as u32,
-            column: spanned.referenced.column() as u32,
-            key: format!("mcp_servers.{}.{key}", ctx.server),
-            given: spanned.value,
-            used,
-            range: format!("1..{MAX_TIMEOUT_S}"),
-        });
-    }
+    let used = crate::config::clamp(
+        raw,
+        &format!("mcp_servers.{}.{key}", ctx.server),
+        (1, MAX_TIMEOUT_S as i64),
+        default as i64,
+        ctx.file,
+        warnings,
+    );
     Duration::from_secs(used as u64)
 }
 
