@@ -28,34 +28,37 @@ pub fn catalog(name: &str) -> PathBuf {
 pub fn quiver_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let release = !cfg!(debug_assertions);
-        let mut command = Command::new(cargo);
-        command
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "quiver-runtime",
-                "--bin",
-                "quiver",
-            ])
-            .current_dir(workspace_root());
-        if release {
-            command.arg("--release");
-        }
-        let status = command.status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "building the quiver binary failed: {status:?}"
-        );
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("target"));
-        target
-            .join(if release { "release" } else { "debug" })
-            .join("quiver")
+        cargo_build(
+            &["-p", "quiver-runtime", "--bin", "quiver"],
+            "the quiver binary",
+        )
+        .join("quiver")
     })
+}
+
+/// Runs `cargo build --quiet ARGS` in the workspace with the test binary's
+/// profile, panics naming `what` if it fails, and returns the profile's
+/// output directory (`target/debug` or `target/release`).
+pub fn cargo_build(args: &[&str], what: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let release = !cfg!(debug_assertions);
+    let mut command = Command::new(cargo);
+    command
+        .args(["build", "--quiet"])
+        .args(args)
+        .current_dir(workspace_root());
+    if release {
+        command.arg("--release");
+    }
+    let status = command.status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "building {what} failed: {status:?}"
+    );
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join(if release { "release" } else { "debug" })
 }
 
 /// Runs `quiver` with `args` and returns its output.
@@ -198,25 +201,11 @@ pub const PLUGIN_PACKAGES: &[(&str, &str)] = &[
 pub fn plugin_so(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let release = !cfg!(debug_assertions);
-        let mut command = Command::new(cargo);
-        command.args(["build", "--quiet"]);
-        for (_, package) in PLUGIN_PACKAGES {
-            command.args(["-p", package]);
-        }
-        if release {
-            command.arg("--release");
-        }
-        let status = command.current_dir(workspace_root()).status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "building the plugins failed: {status:?}"
-        );
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("target"))
-            .join(if release { "release" } else { "debug" })
+        let args: Vec<&str> = PLUGIN_PACKAGES
+            .iter()
+            .flat_map(|(_, package)| ["-p", *package])
+            .collect();
+        cargo_build(&args, "the plugins")
     });
     let Some((_, package)) = PLUGIN_PACKAGES.iter().find(|(short, _)| *short == name) else {
         panic!("no plugin package named {name}");
@@ -262,24 +251,7 @@ pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
 pub fn mcp_test_server() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let release = !cfg!(debug_assertions);
-        let mut command = Command::new(cargo);
-        command
-            .args(["build", "--quiet", "-p", "quiver-test-mcp-servers"])
-            .current_dir(workspace_root());
-        if release {
-            command.arg("--release");
-        }
-        let status = command.status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "building the test MCP servers failed: {status:?}"
-        );
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("target"))
-            .join(if release { "release" } else { "debug" })
+        cargo_build(&["-p", "quiver-test-mcp-servers"], "the test MCP servers")
             .join("quiver-test-mcp-server")
     })
 }
