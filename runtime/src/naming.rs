@@ -14,6 +14,16 @@ pub fn is_bridge_name(name: &str) -> bool {
     BRIDGE_TOOL_NAMES.contains(&name)
 }
 
+/// Whether `name` is a valid core or plugin tool (or plugin) name: 1 to
+/// [`MAX_TOOL_NAME_CHARS`] characters from `[A-Za-z0-9_-]`.
+pub fn is_valid_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_CHARS
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Replaces every character outside `[A-Za-z0-9_-]` with `_`.
 pub fn sanitize(name: &str) -> String {
     name.chars()

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use crate::naming::{MAX_TOOL_NAME_CHARS, hashed_name, is_bridge_name, mcp_tool_name};
+use crate::naming::{hashed_name, is_bridge_name, is_valid_plain_name, mcp_tool_name};
 use crate::tool::{Tool, ToolSource, ToolSpec};
 
 /// Why a source's tool was not registered.
@@ -291,14 +291,6 @@ fn report_for(snapshot: &RegistrySnapshot, source: &ToolSource) -> RegistrationR
     }
 }
 
-fn is_valid_plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TOOL_NAME_CHARS
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
 /// A tool that passed the per-source checks and waits for its exposed name.
 struct Candidate<'a> {
     source: &'a ToolSource,
@@ -453,6 +445,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::naming::MAX_TOOL_NAME_CHARS;
     use serde_json::json;
 
     fn spec(name: &str) -> ToolSpec {

@@ -18,7 +18,7 @@ use quiver_plugin_api::{
 use serde_json::Value;
 
 use super::PluginError;
-use crate::naming::{MAX_TOOL_NAME_CHARS, is_bridge_name};
+use crate::naming::{is_bridge_name, is_valid_plain_name};
 use crate::tool::ToolSpec;
 
 /// A checked manifest.
@@ -30,14 +30,6 @@ pub struct Manifest {
     pub version: String,
     /// Its tools, with parsed schemas.
     pub tools: Vec<ToolSpec>,
-}
-
-fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TOOL_NAME_CHARS
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Whether the host accepts a plugin built for ABI `version`.
@@ -61,7 +53,7 @@ pub fn check_manifest(path: &Path, ffi: &FfiManifest) -> Result<Manifest, Plugin
         detail,
     };
     let name = ffi.name.as_str();
-    if !is_valid_name(name) {
+    if !is_valid_plain_name(name) {
         return Err(bad(format!(
             "plugin name `{name}` must be 1 to 64 characters from [A-Za-z0-9_-]"
         )));
@@ -70,7 +62,7 @@ pub fn check_manifest(path: &Path, ffi: &FfiManifest) -> Result<Manifest, Plugin
     let mut tools = Vec::with_capacity(ffi.tools.len());
     for tool in ffi.tools.iter() {
         let tool_name = tool.name.as_str();
-        if !is_valid_name(tool_name) {
+        if !is_valid_plain_name(tool_name) {
             return Err(bad(format!(
                 "tool name `{tool_name}` must be 1 to 64 characters from [A-Za-z0-9_-]"
             )));
