@@ -1,22 +1,52 @@
 //! `quiver catalog eval`: the enhanced ranking beats classic BM25 on every
-//! small public query set, and each stays above a floor measured for it.
+//! small public query set, stays above a floor measured for it, and meets
+//! the recall@5 target where docs/RETRIEVAL.md says it does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quiver_tests::{arg, catalog, quiver_json_lines};
 
-/// (query set, classic floor, enhanced floor) for recall@5; the floors sit
-/// a little under the figures in docs/RETRIEVAL.md.
-const SETS: [(&str, f64, f64); 4] = [
-    ("tool-search-mcp", 0.58, 0.72),
-    ("livemcpbench", 0.26, 0.35),
-    ("mcptoolbench-pp", 0.83, 0.92),
-    ("api-bank", 0.47, 0.61),
+/// One small query set: its name, recall@5 floors for classic and
+/// enhanced (a little under the figures in docs/RETRIEVAL.md), and the
+/// issue's recall@5 target when enhanced meets it.
+struct Set {
+    name: &'static str,
+    classic_floor: f64,
+    enhanced_floor: f64,
+    target_met: Option<f64>,
+}
+
+const SETS: [Set; 4] = [
+    Set {
+        name: "tool-search-mcp",
+        classic_floor: 0.58,
+        enhanced_floor: 0.77,
+        target_met: Some(0.75),
+    },
+    Set {
+        name: "livemcpbench",
+        classic_floor: 0.26,
+        enhanced_floor: 0.39,
+        // Target 0.42: not met (0.409), see docs/RETRIEVAL.md.
+        target_met: None,
+    },
+    Set {
+        name: "mcptoolbench-pp",
+        classic_floor: 0.83,
+        enhanced_floor: 0.98,
+        target_met: Some(0.95),
+    },
+    Set {
+        name: "api-bank",
+        classic_floor: 0.47,
+        enhanced_floor: 0.77,
+        target_met: Some(0.65),
+    },
 ];
 
 fn eval(mode: &str) -> serde_json::Value {
     let files: Vec<_> = SETS
         .iter()
-        .map(|(name, ..)| catalog(&format!("queries/{name}.json")))
+        .map(|set| catalog(&format!("queries/{}.json", set.name)))
         .collect();
     let mut args = vec!["catalog", "eval", "--json", "--k", "5", "--mode", mode];
     for file in &files {
@@ -31,21 +61,30 @@ fn eval(mode: &str) -> serde_json::Value {
 fn enhanced_beats_classic_on_every_small_set() {
     let classic = eval("classic");
     let enhanced = eval("enhanced");
-    for (i, (name, classic_floor, enhanced_floor)) in SETS.iter().enumerate() {
+    for (i, set) in SETS.iter().enumerate() {
+        let name = set.name;
         let c = &classic["sets"][i];
         let e = &enhanced["sets"][i];
-        assert_eq!(c["name"], *name);
+        assert_eq!(c["name"], name);
         let (cr, er) = (c["recall"].as_f64().unwrap(), e["recall"].as_f64().unwrap());
         println!("{name}: recall@5 classic {cr:.3} enhanced {er:.3}");
         assert!(er > cr, "{name}: enhanced {er} does not beat classic {cr}");
         assert!(
-            cr >= *classic_floor,
-            "{name}: classic {cr} < {classic_floor}"
+            cr >= set.classic_floor,
+            "{name}: classic {cr} < {}",
+            set.classic_floor
         );
         assert!(
-            er >= *enhanced_floor,
-            "{name}: enhanced {er} < {enhanced_floor}"
+            er >= set.enhanced_floor,
+            "{name}: enhanced {er} < {}",
+            set.enhanced_floor
         );
+        if let Some(target) = set.target_met {
+            assert!(
+                er >= target,
+                "{name}: enhanced {er} misses its target {target}"
+            );
+        }
         for metric in ["hit", "mrr"] {
             let value = e[metric].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&value), "{name} {metric} {value}");

@@ -402,6 +402,7 @@ fn generate_catalog(servers: usize, tools_per_server: usize) -> CatalogDocument 
             CatalogServer {
                 name: format!("{prefix}-{domain}"),
                 description: format!("{} {domain} service", capitalised(prefix)),
+                title: None,
                 tools,
             }
         })
@@ -507,7 +508,7 @@ fn search(c: &mut Criterion, query_sets: &[Set], index_sets: &[Set]) {
                 let assembler = Assembler::new(ToolSearchConfig::default());
                 let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
                 let catalog = assembly.catalog();
-                b.iter(|| Retriever::build(mode, catalog.deferred()));
+                b.iter(|| Retriever::build(mode, catalog.groups()));
             });
         }
     }

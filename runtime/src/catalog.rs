@@ -20,6 +20,7 @@ pub struct CatalogGroup {
     source: ToolSource,
     tools: Vec<Arc<Tool>>,
     totals: GroupTotals,
+    description: Option<Arc<str>>,
 }
 
 /// Character totals over a group's tools, summed once when the catalog is
@@ -66,6 +67,11 @@ impl CatalogGroup {
     pub fn totals(&self) -> GroupTotals {
         self.totals
     }
+
+    /// What the server or plugin says it is for, if it said.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
 }
 
 /// Eager and deferred tools of one session at one registry generation.
@@ -85,19 +91,21 @@ pub struct Catalog {
 pub enum Retriever {
     /// BM25 (mode `classic`).
     Classic(SearchIndex),
-    /// BM25F with analysis (mode `enhanced`).
-    Enhanced(EnhancedIndex),
+    /// BM25F with analysis (mode `enhanced`); boxed, it is much larger.
+    Enhanced(Box<EnhancedIndex>),
 }
 
 impl Retriever {
-    /// Indexes `tools` for `mode`.
-    pub fn build<'a>(
-        mode: SearchMode,
-        tools: impl IntoIterator<Item = &'a Arc<Tool>>,
-    ) -> Retriever {
+    /// Indexes the tools of `groups` for `mode` (the enhanced mode also
+    /// matches each group's description).
+    pub fn build(mode: SearchMode, groups: &[CatalogGroup]) -> Retriever {
         match mode {
-            SearchMode::Classic => Retriever::Classic(SearchIndex::build(tools)),
-            SearchMode::Enhanced => Retriever::Enhanced(EnhancedIndex::build(tools)),
+            SearchMode::Classic => {
+                Retriever::Classic(SearchIndex::build(groups.iter().flat_map(|g| &g.tools)))
+            }
+            SearchMode::Enhanced => Retriever::Enhanced(Box::new(EnhancedIndex::build_described(
+                groups.iter().map(|g| (g.description(), g.tools.as_slice())),
+            ))),
         }
     }
 
@@ -158,6 +166,7 @@ impl Catalog {
                     source: source.clone(),
                     tools: deferred,
                     totals,
+                    description: group.description().cloned(),
                 });
             }
         }
@@ -232,7 +241,7 @@ impl Catalog {
     /// The search index over the deferred tools, built on first use.
     pub fn index(&self) -> &Retriever {
         self.index
-            .get_or_init(|| Retriever::build(self.mode, self.deferred()))
+            .get_or_init(|| Retriever::build(self.mode, &self.groups))
     }
 }
 
@@ -273,6 +282,30 @@ mod tests {
             .collect();
         assert_eq!(groups, [("github", 2), ("text", 2)]);
         assert_eq!(catalog.deferred_count(), 4);
+    }
+
+    #[test]
+    fn groups_carry_their_source_description() {
+        let registry = registry();
+        registry.set_descriptions([(
+            ToolSource::Mcp("github".into()),
+            "Issues and pull requests".to_owned(),
+        )]);
+        let catalog = Catalog::build(
+            &registry.snapshot(),
+            &Scope::all(),
+            &ToolSearchConfig::default(),
+            true,
+        );
+        let described: Vec<_> = catalog
+            .groups()
+            .iter()
+            .map(|g| (g.name(), g.description()))
+            .collect();
+        assert_eq!(
+            described,
+            [("github", Some("Issues and pull requests")), ("text", None)]
+        );
     }
 
     #[test]

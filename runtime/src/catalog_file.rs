@@ -44,6 +44,9 @@ pub struct CatalogServer {
     /// What the server is for.
     #[serde(default)]
     pub description: String,
+    /// Its display name, if the catalog gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     /// Its tools.
     pub tools: Vec<CatalogTool>,
 }
@@ -87,12 +90,14 @@ pub fn read(path: &Path) -> Result<CatalogDocument, CatalogFileError> {
     })
 }
 
-/// Registers every server of `documents` as an MCP source, in one registry
-/// generation. A server name already used by an earlier document gets
-/// `_2`, `_3`… and a warning.
+/// Registers every server of `documents` as an MCP source, with its title
+/// and description as the source's description, in one registry generation
+/// (two when descriptions change). A server name already used by an
+/// earlier document gets `_2`, `_3`… and a warning.
 pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<RegistryReport> {
     let mut used = BTreeSet::new();
     let mut sources = Vec::new();
+    let mut descriptions = Vec::new();
     for document in documents {
         for server in &document.servers {
             let mut name = server.name.clone();
@@ -116,9 +121,15 @@ pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<R
                     )
                 })
                 .collect();
+            let description = match server.title.as_deref().map(str::trim) {
+                Some(title) if !title.is_empty() => format!("{title}. {}", server.description),
+                _ => server.description.clone(),
+            };
+            descriptions.push((ToolSource::Mcp(name.clone()), description));
             sources.push((ToolSource::Mcp(name), specs));
         }
     }
+    registry.set_descriptions(descriptions);
     registry.set_many(sources)
 }
 
@@ -131,7 +142,11 @@ pub fn dump(registry: &ToolRegistry) -> CatalogDocument {
         .iter()
         .map(|group| CatalogServer {
             name: group.source().group().unwrap_or("core").to_owned(),
-            description: String::new(),
+            description: group
+                .description()
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+            title: None,
             tools: group
                 .tools()
                 .iter()

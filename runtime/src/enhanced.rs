@@ -1,47 +1,105 @@
 //! Enhanced tool retrieval (search mode `enhanced`): BM25F over weighted
-//! fields with identifier splitting, English stemming and stop words, typo
-//! tolerance, an exact-name pre-pass and `server:` filters.
+//! fields with identifier splitting, English stemming and stop words, a
+//! small table of tool-vocabulary synonyms, typo tolerance, server context,
+//! an exact-name pre-pass, prerequisite tools and `server:` filters.
 //!
 //! - Fields and weights: the tool's own name ([`NAME_WEIGHT`]), its server
 //!   or plugin name ([`SERVER_WEIGHT`]), its description (1.0), and its
-//!   parameter names and descriptions ([`PARAMETER_WEIGHT`]).
-//! - Tokens: `[A-Za-z0-9]` runs, split again at camelCase boundaries
+//!   parameter names and descriptions ([`PARAMETER_WEIGHT`]). A query term
+//!   said twice counts [`REPEAT_WEIGHT`] more.
+//! - Tokens: alphanumeric runs, split again at camelCase boundaries
 //!   (`getUserToken` → get user token), lowercased, English stop words
-//!   dropped, Snowball-stemmed (`screenshots` → `screenshot`).
+//!   dropped, Snowball-stemmed (`screenshots` → `screenshot`). Chinese,
+//!   Japanese and Korean text becomes overlapping character pairs.
+//! - Synonyms: a query term of [`SYNONYMS`] (`find`, `md`, `repo`) also
+//!   matches the other words of its group, at [`SYNONYM_WEIGHT`].
 //! - A query term the index does not know is read as two known terms run
-//!   together (`websearch`), or else matched to known terms within one edit
-//!   (two for long terms), at a discount.
-//! - Two adjacent query terms that are adjacent in a tool's name add a
-//!   bonus (`take a screenshot` → `take_screenshot`).
+//!   together (`websearch`), or else matched to known words or stems within
+//!   one edit (two for long terms), at [`TYPO_DISCOUNT`].
+//! - Two adjacent query terms that are adjacent in a tool's name add
+//!   [`NAME_BIGRAM_BONUS`] (`take a screenshot` → `take_screenshot`).
+//! - Server context: what a server says it is for (its description, see
+//!   [`crate::registry::ToolRegistry::set_descriptions`]) is scored per
+//!   server and added, times [`SERVER_CONTEXT_WEIGHT`], to its matching
+//!   tools.
 //! - A query that holds a tool's exact name (its own or exposed name, as a
 //!   whole word) ranks that tool first, always.
+//! - Prerequisites: when the best tool requires an identifier (`token`,
+//!   `station_code`, `libraryId`) that another tool of its server looks up
+//!   by name (`GetUserToken`, `resolve-library-id`), that tool follows it.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::search::{Scored, idf, name_substring_matches, rank};
+use crate::search::{Scored, idf, name_substring_matches, scored, top};
 use crate::tool::Tool;
 
 /// BM25 saturation.
-pub const K1: f64 = 1.2;
+pub const K1: f64 = 1.5;
 /// Weight of the tool's own name.
-pub const NAME_WEIGHT: f64 = 5.0;
+pub const NAME_WEIGHT: f64 = 3.0;
 /// Weight of the server or plugin name.
 pub const SERVER_WEIGHT: f64 = 1.0;
 /// Weight of parameter names and descriptions.
 pub const PARAMETER_WEIGHT: f64 = 0.4;
 /// Score added when two adjacent query terms are adjacent in a tool's name
 /// (`take a screenshot` and `take_screenshot`).
-pub const NAME_BIGRAM_BONUS: f64 = 1.0;
+pub const NAME_BIGRAM_BONUS: f64 = 2.0;
 /// Score factor for a term matched through typo tolerance.
 pub const TYPO_DISCOUNT: f64 = 0.6;
+/// Score factor for a term matched through [`SYNONYMS`].
+pub const SYNONYM_WEIGHT: f64 = 1.0;
+/// Extra weight of each repetition of a query term.
+pub const REPEAT_WEIGHT: f64 = 0.5;
+/// Factor of a server's context score added to each of its matching tools.
+pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
+
+/// Groups of words that name the same thing in tool descriptions and user
+/// requests: common abbreviations and interchangeable verbs and nouns of
+/// general tool vocabulary. None names a tool or a server, and none is
+/// specific to one catalog or query set (docs/RETRIEVAL.md says how the
+/// table was chosen).
+pub const SYNONYMS: &[&[&str]] = &[
+    &["web", "internet", "online"],
+    &["search", "find", "lookup"],
+    &["md", "markdown"],
+    &["repo", "repository"],
+    &["js", "javascript"],
+    &["ts", "typescript"],
+    &["py", "python"],
+    &["doc", "docs", "documentation"],
+    &["pic", "picture"],
+    &["delete", "remove"],
+    &["modify", "update", "edit"],
+    &["dir", "directory", "folder"],
+    &["config", "configuration", "settings"],
+    &["db", "database"],
+    &["msg", "message"],
+    &["info", "information"],
+    &["auth", "authentication"],
+    &["env", "environment"],
+    &["pr", "pull"],
+];
 
 const FIELDS: usize = 4;
+const NAME: usize = 0;
 const WEIGHTS: [f64; FIELDS] = [NAME_WEIGHT, SERVER_WEIGHT, 1.0, PARAMETER_WEIGHT];
 const LENGTH_NORMALISATION: [f64; FIELDS] = [0.5, 0.0, 0.5, 0.75];
+
+/// BM25 parameters of the per-server context score.
+const SERVER_K1: f64 = 1.2;
+const SERVER_B: f64 = 0.75;
+
+/// Lookup verbs a prerequisite tool's name starts with (stemmed).
+const LOOKUP_VERBS: &[&str] = &[
+    "get", "list", "resolv", "find", "search", "lookup", "fetch", "load", "queri", "retriev",
+    "read",
+];
+/// Last words (stemmed) of a parameter that holds an identifier.
+const IDENTIFIER_WORDS: &[&str] = &["id", "token", "code", "key", "uuid", "slug", "handl"];
 
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
@@ -61,31 +119,67 @@ fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.binary_search(&word).is_ok()
 }
 
-/// Splits `text` into lowercase identifier parts: `[A-Za-z0-9]` runs, cut
-/// again at camelCase boundaries (`HTTPServer` → http server).
+/// Han, kana and Hangul: written without spaces, indexed as character pairs.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF
+        | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
+}
+
+/// Emits the overlapping character pairs of a CJK run (a lone character
+/// alone) and empties the run.
+fn flush_cjk(run: &mut Vec<char>, each: &mut impl FnMut(&str)) {
+    let mut pair = String::new();
+    if let [single] = run.as_slice() {
+        pair.push(*single);
+        each(&pair);
+    }
+    for window in run.windows(2) {
+        pair.clear();
+        pair.extend(window);
+        each(&pair);
+    }
+    run.clear();
+}
+
+/// Splits `text` into lowercase identifier parts: alphanumeric runs, cut
+/// again at camelCase boundaries (`HTTPServer` → http server). Runs of
+/// Chinese, Japanese or Korean characters become overlapping pairs.
 pub fn identifier_parts(text: &str, mut each: impl FnMut(&str)) {
     let mut part = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
-        if !c.is_ascii_alphanumeric() {
+    let mut cjk: Vec<char> = Vec::new();
+    let mut chars = text.chars().peekable();
+    let mut previous: Option<char> = None;
+    while let Some(c) = chars.next() {
+        let is_cjk = is_cjk(c);
+        if !cjk.is_empty() && !is_cjk {
+            flush_cjk(&mut cjk, &mut each);
+        }
+        if is_cjk || !c.is_alphanumeric() {
             if !part.is_empty() {
                 each(&part);
                 part.clear();
             }
+            if is_cjk {
+                cjk.push(c);
+            }
+            previous = Some(c);
             continue;
         }
-        let previous = i.checked_sub(1).and_then(|j| chars.get(j)).copied();
-        let next = chars.get(i + 1).copied();
-        let boundary = c.is_ascii_uppercase()
+        let next = chars.peek().copied();
+        let boundary = c.is_uppercase()
             && previous.is_some_and(|p| {
-                p.is_ascii_lowercase()
-                    || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase()))
+                p.is_lowercase() || (p.is_uppercase() && next.is_some_and(char::is_lowercase))
             });
         if boundary && !part.is_empty() {
             each(&part);
             part.clear();
         }
-        part.push(c.to_ascii_lowercase());
+        part.extend(c.to_lowercase());
+        previous = Some(c);
+    }
+    if !cjk.is_empty() {
+        flush_cjk(&mut cjk, &mut each);
     }
     if !part.is_empty() {
         each(&part);
@@ -108,42 +202,190 @@ impl Default for Analyzer {
 impl Analyzer {
     /// Calls `each` with every term of `text`.
     pub fn terms(&self, text: &str, mut each: impl FnMut(&str)) {
+        self.words(text, |_, term| each(term));
+    }
+
+    /// Calls `each` with every word of `text` that is not a stop word, as
+    /// written (lowercased) and as its term (stemmed).
+    pub fn words(&self, text: &str, mut each: impl FnMut(&str, &str)) {
         identifier_parts(text, |part| {
             if !is_stop_word(part) {
-                each(&self.stemmer.stem(part));
+                each(part, &self.stemmer.stem(part));
             }
         });
+    }
+
+    fn stem<'a>(&self, word: &'a str) -> std::borrow::Cow<'a, str> {
+        self.stemmer.stem(word)
     }
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Posting {
     doc: u32,
-    tf: [u16; FIELDS],
+    /// Occurrences per field (saturating; BM25 saturates long before 255).
+    tf: [u8; FIELDS],
+}
+
+/// A query word: as written and as its term.
+struct QueryWord {
+    word: String,
+    term: String,
+}
+
+/// Known words and stems for typo tolerance, found through the hashes of
+/// their single-character deletions (symmetric delete), so the cost of a
+/// lookup does not grow with the vocabulary.
+#[derive(Default)]
+struct Lexicon {
+    /// Every word, back to back.
+    text: String,
+    /// Each word's end in `text` and its term id.
+    words: Vec<(u32, u32)>,
+    /// (hash of the word or of the word with one character deleted, word),
+    /// sorted.
+    deletions: Vec<(u32, u32)>,
+}
+
+impl Lexicon {
+    fn push(&mut self, word: &str, term: u32) {
+        self.text.push_str(word);
+        self.words.push((self.text.len() as u32, term));
+    }
+
+    fn word(&self, index: u32) -> Option<(&str, u32)> {
+        let &(end, term) = self.words.get(index as usize)?;
+        let start = match index.checked_sub(1) {
+            Some(previous) => self.words.get(previous as usize)?.0,
+            None => 0,
+        };
+        Some((self.text.get(start as usize..end as usize)?, term))
+    }
+
+    fn finish(&mut self) {
+        for index in 0..self.words.len() as u32 {
+            let Some((word, _)) = self.word(index) else {
+                continue;
+            };
+            // Probes are ASCII (see `near_terms`).
+            if word.len() < 3 || !word.is_ascii() {
+                continue;
+            }
+            let mut entries = vec![(fnv1a(word), index)];
+            entries.extend(single_deletions(word).iter().map(|d| (fnv1a(d), index)));
+            self.deletions.extend(entries);
+        }
+        self.deletions.sort_unstable();
+        self.deletions.dedup();
+        self.deletions.shrink_to_fit();
+        self.text.shrink_to_fit();
+        self.words.shrink_to_fit();
+    }
+
+    /// Words that `variant` (a probe or one of its deletions) may come from.
+    fn candidates(&self, variant: &str, out: &mut Vec<u32>) {
+        let hash = fnv1a(variant);
+        let start = self.deletions.partition_point(|&(h, _)| h < hash);
+        for &(h, word) in self.deletions.get(start..).unwrap_or(&[]) {
+            if h != hash {
+                break;
+            }
+            out.push(word);
+        }
+    }
+}
+
+/// 32-bit FNV-1a: the deletion index only needs a cheap, stable hash, and
+/// every candidate is checked by edit distance anyway.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Per-server BM25 over what each server says it is for.
+#[derive(Default)]
+struct ServerContext {
+    terms: HashMap<Box<str>, Vec<(u32, u16)>>,
+    lengths: Vec<u32>,
+    average_length: f64,
+}
+
+impl ServerContext {
+    fn add(&mut self, analyzer: &Analyzer, text: &str) -> u32 {
+        let server = self.lengths.len() as u32;
+        let mut counts: HashMap<String, u16> = HashMap::new();
+        let mut length = 0u32;
+        analyzer.terms(text, |term| {
+            length += 1;
+            let count = counts.entry(term.to_owned()).or_default();
+            *count = count.saturating_add(1);
+        });
+        for (term, tf) in counts {
+            self.terms
+                .entry(term.into_boxed_str())
+                .or_default()
+                .push((server, tf));
+        }
+        self.lengths.push(length);
+        server
+    }
+
+    fn finish(&mut self) {
+        let total: f64 = self.lengths.iter().map(|&l| f64::from(l)).sum();
+        self.average_length = (total / self.lengths.len().max(1) as f64).max(1.0);
+        self.terms.shrink_to_fit();
+    }
+
+    /// Each server's score for the query `terms`.
+    fn scores(&self, terms: &[&str]) -> Vec<f64> {
+        let mut scores = vec![0.0; self.lengths.len()];
+        for term in terms {
+            let Some(list) = self.terms.get(*term) else {
+                continue;
+            };
+            let idf = idf(self.lengths.len(), list.len());
+            for &(server, tf) in list {
+                let tf = f64::from(tf);
+                let length = self.lengths.get(server as usize).copied().unwrap_or(0);
+                let norm = SERVER_K1
+                    * (1.0 - SERVER_B + SERVER_B * f64::from(length) / self.average_length);
+                if let Some(score) = scores.get_mut(server as usize) {
+                    *score += idf * tf * (SERVER_K1 + 1.0) / (tf + norm);
+                }
+            }
+        }
+        scores
+    }
 }
 
 /// The enhanced index over a catalog's deferred tools.
 pub struct EnhancedIndex {
     analyzer: Analyzer,
     docs: Vec<Arc<Tool>>,
+    /// Each tool's server, an index into the server context.
+    doc_servers: Vec<u32>,
     terms: HashMap<Box<str>, u32>,
-    vocabulary: Vec<Box<str>>,
     postings: Vec<Vec<Posting>>,
     idf: Vec<f64>,
-    lengths: Vec<[u32; FIELDS]>,
-    name_bigrams: HashMap<(u32, u32), Vec<u32>>,
-    /// Every known term with one character deleted, to the terms it came
-    /// from (for typo tolerance).
-    deletions: HashMap<Box<str>, Vec<u32>>,
+    lengths: Vec<[u16; FIELDS]>,
     average_lengths: [f64; FIELDS],
+    name_bigrams: HashMap<(u32, u32), Vec<u32>>,
+    lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
+    servers: ServerContext,
+    /// A query term of a synonym group, to the indexed terms of the others.
+    synonyms: HashMap<Box<str>, Vec<u32>>,
+    /// A tool, to the tools of its server that look up an identifier it
+    /// requires.
+    prerequisites: HashMap<u32, Vec<u32>>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnhancedIndex")
             .field("docs", &self.docs.len())
-            .field("terms", &self.vocabulary.len())
+            .field("terms", &self.terms.len())
             .finish()
     }
 }
@@ -168,108 +410,70 @@ fn parameter_text(tool: &Tool) -> String {
 }
 
 impl EnhancedIndex {
-    /// Indexes `tools`; their order is the tie-break order.
+    /// Indexes `tools` with no server descriptions; their order is the
+    /// tie-break order.
     pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> EnhancedIndex {
+        let tools: Vec<Arc<Tool>> = tools.into_iter().cloned().collect();
+        Self::build_described([(None, tools.as_slice())])
+    }
+
+    /// Indexes groups of tools, each with the description of its server or
+    /// plugin (if any); the order is the tie-break order.
+    pub fn build_described<'a>(
+        groups: impl IntoIterator<Item = (Option<&'a str>, &'a [Arc<Tool>])>,
+    ) -> EnhancedIndex {
         let mut index = EnhancedIndex {
             analyzer: Analyzer::default(),
             docs: Vec::new(),
+            doc_servers: Vec::new(),
             terms: HashMap::new(),
-            vocabulary: Vec::new(),
             postings: Vec::new(),
             idf: Vec::new(),
             lengths: Vec::new(),
-            name_bigrams: HashMap::new(),
-            deletions: HashMap::new(),
             average_lengths: [0.0; FIELDS],
+            name_bigrams: HashMap::new(),
+            lexicon: Lexicon::default(),
             exact_names: HashMap::new(),
+            servers: ServerContext::default(),
+            synonyms: HashMap::new(),
+            prerequisites: HashMap::new(),
         };
+        let mut surfaces: HashSet<String> = HashSet::new();
+        let mut server_ids: HashMap<String, u32> = HashMap::new();
+        let mut name_terms: Vec<Vec<u32>> = Vec::new();
         let mut doc_terms: Vec<(u32, usize)> = Vec::new();
-        for tool in tools {
-            let doc = index.docs.len() as u32;
-            doc_terms.clear();
-            let mut lengths = [0u32; FIELDS];
-            let parameters = parameter_text(tool);
-            let fields: [&str; FIELDS] = [
-                tool.original_name(),
-                tool.source().group().unwrap_or(""),
-                tool.description(),
-                &parameters,
-            ];
-            let mut name_terms: Vec<u32> = Vec::new();
-            for (field, text) in fields.iter().enumerate() {
-                let (terms, vocabulary, postings) =
-                    (&mut index.terms, &mut index.vocabulary, &mut index.postings);
-                index.analyzer.terms(text, |term| {
-                    let id = match terms.get(term) {
-                        Some(&id) => id,
-                        None => {
-                            let id = vocabulary.len() as u32;
-                            terms.insert(term.into(), id);
-                            vocabulary.push(term.into());
-                            postings.push(Vec::new());
-                            id
-                        }
-                    };
-                    doc_terms.push((id, field));
-                    if field == 0 {
-                        name_terms.push(id);
-                    }
+        for (description, tools) in groups {
+            for tool in tools {
+                index.add_tool(
+                    tool,
+                    description,
+                    &mut server_ids,
+                    &mut surfaces,
+                    &mut name_terms,
+                    &mut doc_terms,
+                );
+            }
+        }
+        // Stems that are not words of their own join the lexicon, so a typo
+        // of an inflected word (`historical`) still reaches its stem.
+        let mut stems: Vec<(&str, u32)> = index
+            .terms
+            .iter()
+            .filter(|(term, _)| !surfaces.contains(term.as_ref()))
+            .map(|(term, &id)| (term.as_ref(), id))
+            .collect();
+        stems.sort_unstable_by_key(|&(_, id)| id);
+        let mut lexicon = std::mem::take(&mut index.lexicon);
+        for (stem, id) in stems {
+            lexicon.push(stem, id);
+        }
+        lexicon.finish();
+        index.lexicon = lexicon;
 
-                    if let Some(length) = lengths.get_mut(field) {
-                        *length += 1;
-                    }
-                });
-            }
-            doc_terms.sort_unstable();
-            for run in doc_terms.chunk_by(|a, b| a.0 == b.0) {
-                let mut tf = [0u16; FIELDS];
-                for &(_, field) in run {
-                    if let Some(count) = tf.get_mut(field) {
-                        *count = count.saturating_add(1);
-                    }
-                }
-                if let Some(list) = run
-                    .first()
-                    .and_then(|&(id, _)| index.postings.get_mut(id as usize))
-                {
-                    list.push(Posting { doc, tf });
-                }
-            }
-            for name in [tool.original_name(), tool.name()] {
-                let entry = index.exact_names.entry(name.to_lowercase()).or_default();
-                if !entry.contains(&doc) {
-                    entry.push(doc);
-                }
-            }
-            for pair in name_terms.windows(2) {
-                if let [a, b] = pair {
-                    let docs = index.name_bigrams.entry((*a, *b)).or_default();
-                    if docs.last() != Some(&doc) {
-                        docs.push(doc);
-                    }
-                }
-            }
-            index.lengths.push(lengths);
-            index.docs.push(tool.clone());
-        }
-        for (id, term) in index.vocabulary.iter().enumerate() {
-            if term.len() < 3 {
-                continue;
-            }
-            for deletion in single_deletions(term) {
-                let ids = index
-                    .deletions
-                    .entry(deletion.into_boxed_str())
-                    .or_default();
-                if ids.last() != Some(&(id as u32)) {
-                    ids.push(id as u32);
-                }
-            }
-        }
         let n = index.docs.len() as f64;
         if !index.docs.is_empty() {
             for field in 0..FIELDS {
-                let total: f64 = index.lengths.iter().map(|l| l[field] as f64).sum();
+                let total: f64 = index.lengths.iter().map(|l| f64::from(l[field])).sum();
                 index.average_lengths[field] = (total / n).max(1.0);
             }
         }
@@ -278,7 +482,195 @@ impl EnhancedIndex {
             .iter()
             .map(|list| idf(index.docs.len(), list.len()))
             .collect();
+        index.servers.finish();
+        index.build_synonyms();
+        index.build_prerequisites(&name_terms);
+        index.postings.iter_mut().for_each(Vec::shrink_to_fit);
         index
+    }
+
+    fn add_tool(
+        &mut self,
+        tool: &Arc<Tool>,
+        description: Option<&str>,
+        server_ids: &mut HashMap<String, u32>,
+        surfaces: &mut HashSet<String>,
+        name_terms: &mut Vec<Vec<u32>>,
+        doc_terms: &mut Vec<(u32, usize)>,
+    ) {
+        let doc = self.docs.len() as u32;
+        let group = tool.source().group().unwrap_or("");
+        let server = match server_ids.get(group) {
+            Some(&id) => id,
+            None => {
+                let text = format!("{group} {}", description.unwrap_or(""));
+                let id = self.servers.add(&self.analyzer, &text);
+                server_ids.insert(group.to_owned(), id);
+                id
+            }
+        };
+        self.doc_servers.push(server);
+        doc_terms.clear();
+        let mut lengths = [0u16; FIELDS];
+        let parameters = parameter_text(tool);
+        let fields: [&str; FIELDS] = [tool.original_name(), group, tool.description(), &parameters];
+        let mut names: Vec<u32> = Vec::new();
+        for (field, text) in fields.iter().enumerate() {
+            let (terms, postings, lexicon) =
+                (&mut self.terms, &mut self.postings, &mut self.lexicon);
+            self.analyzer.words(text, |word, term| {
+                let id = match terms.get(term) {
+                    Some(&id) => id,
+                    None => {
+                        let id = postings.len() as u32;
+                        terms.insert(term.into(), id);
+                        postings.push(Vec::new());
+                        id
+                    }
+                };
+                if !surfaces.contains(word) {
+                    surfaces.insert(word.to_owned());
+                    lexicon.push(word, id);
+                }
+                doc_terms.push((id, field));
+                if field == NAME {
+                    names.push(id);
+                }
+                if let Some(length) = lengths.get_mut(field) {
+                    *length = length.saturating_add(1);
+                }
+            });
+        }
+        doc_terms.sort_unstable();
+        for run in doc_terms.chunk_by(|a, b| a.0 == b.0) {
+            let mut tf = [0u8; FIELDS];
+            for &(_, field) in run {
+                if let Some(count) = tf.get_mut(field) {
+                    *count = count.saturating_add(1);
+                }
+            }
+            if let Some(list) = run
+                .first()
+                .and_then(|&(id, _)| self.postings.get_mut(id as usize))
+            {
+                list.push(Posting { doc, tf });
+            }
+        }
+        for name in [tool.original_name(), tool.name()] {
+            let entry = self.exact_names.entry(name.to_lowercase()).or_default();
+            if !entry.contains(&doc) {
+                entry.push(doc);
+            }
+        }
+        for pair in names.windows(2) {
+            if let [a, b] = pair {
+                let docs = self.name_bigrams.entry((*a, *b)).or_default();
+                if docs.last() != Some(&doc) {
+                    docs.push(doc);
+                }
+            }
+        }
+        name_terms.push(names);
+        self.lengths.push(lengths);
+        self.docs.push(tool.clone());
+    }
+
+    fn build_synonyms(&mut self) {
+        for group in SYNONYMS {
+            let stems: Vec<String> = group
+                .iter()
+                .map(|w| self.analyzer.stem(w).into_owned())
+                .collect();
+            for stem in &stems {
+                let others: Vec<u32> = stems
+                    .iter()
+                    .filter(|other| *other != stem)
+                    .filter_map(|other| self.terms.get(other.as_str()).copied())
+                    .collect();
+                if !others.is_empty() {
+                    self.synonyms
+                        .entry(stem.as_str().into())
+                        .or_default()
+                        .extend(others);
+                }
+            }
+        }
+    }
+
+    /// For each tool that requires an identifier parameter (last word in
+    /// [`IDENTIFIER_WORDS`]), the tools of its server whose name is a
+    /// lookup verb plus that parameter's last one or two words, with the
+    /// fewest other words, that do not require it themselves.
+    fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
+        let verbs: Vec<u32> = LOOKUP_VERBS
+            .iter()
+            .filter_map(|v| self.terms.get(*v).copied())
+            .collect();
+        // (server, term) → lookup tools with that term in their name.
+        let mut lookups: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        for (doc, names) in name_terms.iter().enumerate() {
+            if !names.first().is_some_and(|v| verbs.contains(v)) {
+                continue;
+            }
+            let server = self.doc_servers.get(doc).copied().unwrap_or(0);
+            for &term in names.iter().skip(1) {
+                let docs = lookups.entry((server, term)).or_default();
+                if docs.last() != Some(&(doc as u32)) {
+                    docs.push(doc as u32);
+                }
+            }
+        }
+        if lookups.is_empty() {
+            return;
+        }
+        for (doc, tool) in self.docs.iter().enumerate() {
+            let server = self.doc_servers.get(doc).copied().unwrap_or(0);
+            let mut found: Vec<(usize, u32)> = Vec::new();
+            for required in tool.required_parameters() {
+                let mut parts: Vec<u32> = Vec::new();
+                let mut identifier = false;
+                self.analyzer.terms(required, |term| {
+                    identifier = IDENTIFIER_WORDS.contains(&term);
+                    parts.push(self.terms.get(term).copied().unwrap_or(u32::MAX));
+                });
+                if !identifier {
+                    continue;
+                }
+                let tail = &parts[parts.len().saturating_sub(2)..];
+                let Some(candidates) = tail.last().and_then(|t| lookups.get(&(server, *t))) else {
+                    continue;
+                };
+                for &other in candidates {
+                    let Some(names) = name_terms.get(other as usize) else {
+                        continue;
+                    };
+                    if other as usize == doc
+                        || !tail.iter().all(|t| names.contains(t))
+                        || self
+                            .docs
+                            .get(other as usize)
+                            .is_some_and(|o| o.required_parameters().any(|r| r == required))
+                    {
+                        continue;
+                    }
+                    let extra_words = names.len().saturating_sub(tail.len() + 1);
+                    if !found.iter().any(|&(_, f)| f == other) {
+                        found.push((extra_words, other));
+                    }
+                }
+            }
+            found.sort_unstable();
+            let fewest = found.first().map(|&(extra, _)| extra);
+            let best: Vec<u32> = found
+                .iter()
+                .filter(|&&(extra, _)| Some(extra) == fewest)
+                .map(|&(_, other)| other)
+                .collect();
+            // More than two equally good candidates: no clear prerequisite.
+            if !best.is_empty() && best.len() <= 2 {
+                self.prerequisites.insert(doc as u32, best);
+            }
+        }
     }
 
     /// Number of indexed tools.
@@ -291,47 +683,50 @@ impl EnhancedIndex {
         self.docs.is_empty()
     }
 
-    /// Known terms within one edit of `term` (two when it is long), for
-    /// typo tolerance; only for terms of four or more characters. Looked up
-    /// through the single-deletion index (symmetric delete), so the cost
-    /// does not grow with the vocabulary.
-    fn near_terms(&self, term: &str) -> Vec<u32> {
-        let length = term.len();
-        if length < 4 || !term.is_ascii() {
-            return Vec::new();
-        }
-        let allowed = if length >= 8 { 2 } else { 1 };
-        let mut variants = vec![term.to_owned()];
-        for _ in 0..allowed {
-            let mut next = Vec::new();
+    /// Known terms whose word or stem is within one edit of `word` or of
+    /// its stem `term` (two edits for 8 characters or more); for typo
+    /// tolerance, only for 4 characters or more. At most four, nearest
+    /// first.
+    fn near_terms(&self, word: &str, term: &str) -> Vec<u32> {
+        let mut near: Vec<(usize, u32)> = Vec::new();
+        let probes: &[&str] = if word == term { &[word] } else { &[word, term] };
+        for &probe in probes {
+            let length = probe.chars().count();
+            if length < 4 || !probe.is_ascii() {
+                continue;
+            }
+            let allowed = if length >= 8 { 2 } else { 1 };
+            let mut variants = vec![probe.to_owned()];
+            for _ in 0..allowed {
+                let mut next = Vec::new();
+                for variant in &variants {
+                    next.extend(single_deletions(variant));
+                }
+                variants.extend(next);
+            }
+            variants.sort_unstable();
+            variants.dedup();
+            let mut candidates: Vec<u32> = Vec::new();
             for variant in &variants {
-                next.extend(single_deletions(variant));
+                self.lexicon.candidates(variant, &mut candidates);
             }
-            variants.extend(next);
+            candidates.sort_unstable();
+            candidates.dedup();
+            near.extend(candidates.into_iter().filter_map(|index| {
+                let (known, term) = self.lexicon.word(index)?;
+                let distance = strsim::damerau_levenshtein(known, probe);
+                (distance <= allowed).then_some((distance, term))
+            }));
         }
-        variants.sort_unstable();
-        variants.dedup();
-        let mut candidates: Vec<u32> = Vec::new();
-        for variant in &variants {
-            if let Some(&id) = self.terms.get(variant.as_str()) {
-                candidates.push(id);
-            }
-            if let Some(ids) = self.deletions.get(variant.as_str()) {
-                candidates.extend(ids);
-            }
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
-        let mut near: Vec<(usize, u32)> = candidates
-            .into_iter()
-            .filter_map(|id| {
-                let known = self.vocabulary.get(id as usize)?;
-                let distance = strsim::damerau_levenshtein(known, term);
-                (distance <= allowed).then_some((distance, id))
-            })
-            .collect();
         near.sort_unstable();
-        near.into_iter().take(4).map(|(_, id)| id).collect()
+        let mut terms: Vec<u32> = Vec::new();
+        for (_, term) in near {
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+        }
+        terms.truncate(4);
+        terms
     }
 
     /// A term the index does not know, read as two known terms run
@@ -360,10 +755,11 @@ impl EnhancedIndex {
             };
             let mut tf = 0.0;
             for field in 0..FIELDS {
-                let count = posting.tf[field] as f64;
+                let count = f64::from(posting.tf[field]);
                 if count > 0.0 {
                     let b = LENGTH_NORMALISATION[field];
-                    let norm = 1.0 - b + b * lengths[field] as f64 / self.average_lengths[field];
+                    let norm =
+                        1.0 - b + b * f64::from(lengths[field]) / self.average_lengths[field];
                     tf += WEIGHTS[field] * count / norm;
                 }
             }
@@ -372,6 +768,87 @@ impl EnhancedIndex {
                     touched.push(posting.doc);
                 }
                 *score += weight * idf * tf * (K1 + 1.0) / (tf + K1);
+            }
+        }
+    }
+
+    fn query_words(&self, text: &str) -> Vec<QueryWord> {
+        let mut words = Vec::new();
+        self.analyzer.words(text, |word, term| {
+            words.push(QueryWord {
+                word: word.to_owned(),
+                term: term.to_owned(),
+            });
+        });
+        words
+    }
+
+    /// Scores every tool for `words` into `scores`, listing each tool that
+    /// scores in `touched`.
+    fn score(&self, words: &[QueryWord], scores: &mut [f64], touched: &mut Vec<u32>) {
+        let mut unique: Vec<(&QueryWord, usize)> = Vec::new();
+        for word in words {
+            match unique.iter_mut().find(|(w, _)| w.term == word.term) {
+                Some((_, count)) => *count += 1,
+                None => unique.push((word, 1)),
+            }
+        }
+        let mut matched: Vec<u32> = Vec::new();
+        for &(word, count) in &unique {
+            let weight = 1.0 + REPEAT_WEIGHT * (count - 1) as f64;
+            if let Some(&id) = self.terms.get(word.term.as_str()) {
+                matched.push(id);
+                self.add_term(id, weight, scores, touched);
+                continue;
+            }
+            let parts = self.split_compound(&word.term);
+            if !parts.is_empty() {
+                for id in parts {
+                    self.add_term(id, 1.0, scores, touched);
+                }
+            } else {
+                for id in self.near_terms(&word.word, &word.term) {
+                    self.add_term(id, TYPO_DISCOUNT, scores, touched);
+                }
+            }
+        }
+        let mut synonyms: Vec<u32> = Vec::new();
+        for (word, _) in &unique {
+            for &id in self.synonyms.get(word.term.as_str()).into_iter().flatten() {
+                if !matched.contains(&id) && !synonyms.contains(&id) {
+                    synonyms.push(id);
+                }
+            }
+        }
+        for id in synonyms {
+            self.add_term(id, SYNONYM_WEIGHT, scores, touched);
+        }
+
+        let ids: Vec<Option<u32>> = words
+            .iter()
+            .map(|w| self.terms.get(w.term.as_str()).copied())
+            .collect();
+        for pair in ids.windows(2) {
+            let [Some(a), Some(b)] = pair else { continue };
+            for &doc in self.name_bigrams.get(&(*a, *b)).into_iter().flatten() {
+                if let Some(score) = scores.get_mut(doc as usize) {
+                    if *score == 0.0 {
+                        touched.push(doc);
+                    }
+                    *score += NAME_BIGRAM_BONUS;
+                }
+            }
+        }
+
+        let terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
+        let context = self.servers.scores(&terms);
+        if context.iter().any(|&s| s > 0.0) {
+            for &doc in touched.iter() {
+                let server = self.doc_servers.get(doc as usize).copied().unwrap_or(0);
+                let bonus = context.get(server as usize).copied().unwrap_or(0.0);
+                if let Some(score) = scores.get_mut(doc as usize) {
+                    *score += SERVER_CONTEXT_WEIGHT * bonus;
+                }
             }
         }
     }
@@ -390,49 +867,9 @@ impl EnhancedIndex {
                 })
         };
 
-        let mut query_terms: Vec<String> = Vec::new();
-        let mut query_terms_in_order: Vec<String> = Vec::new();
-        self.analyzer.terms(&text, |term| {
-            query_terms_in_order.push(term.to_owned());
-            if !query_terms.iter().any(|t| t == term) {
-                query_terms.push(term.to_owned());
-            }
-        });
         let mut scores = vec![0.0; self.docs.len()];
         let mut touched = Vec::new();
-        for term in &query_terms {
-            match self.terms.get(term.as_str()) {
-                Some(&id) => self.add_term(id, 1.0, &mut scores, &mut touched),
-                None => {
-                    let parts = self.split_compound(term);
-                    if !parts.is_empty() {
-                        for id in parts {
-                            self.add_term(id, 1.0, &mut scores, &mut touched);
-                        }
-                    } else {
-                        for id in self.near_terms(term) {
-                            self.add_term(id, TYPO_DISCOUNT, &mut scores, &mut touched);
-                        }
-                    }
-                }
-            }
-        }
-
-        let ids: Vec<Option<u32>> = query_terms_in_order
-            .iter()
-            .map(|t| self.terms.get(t.as_str()).copied())
-            .collect();
-        for pair in ids.windows(2) {
-            let [Some(a), Some(b)] = pair else { continue };
-            for &doc in self.name_bigrams.get(&(*a, *b)).into_iter().flatten() {
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(doc);
-                    }
-                    *score += NAME_BIGRAM_BONUS;
-                }
-            }
-        }
+        self.score(&self.query_words(&text), &mut scores, &mut touched);
         let exact = self.exact_matches(&text);
         let best = touched
             .iter()
@@ -448,11 +885,28 @@ impl EnhancedIndex {
             }
         }
 
-        let ranked = rank(&self.docs, &scores, touched, limit, allowed);
+        let mut ranked = top(&scores, touched, limit, allowed);
+        self.insert_prerequisites(&mut ranked, allowed);
+        ranked.truncate(limit);
         if ranked.is_empty() {
             return name_substring_matches(&self.docs, &text, limit, allowed);
         }
         ranked
+            .into_iter()
+            .filter_map(|doc| scored(&self.docs, &scores, doc))
+            .collect()
+    }
+
+    /// The best tool's prerequisites (see [`Self::build_prerequisites`])
+    /// follow it, moved up if they were ranked lower.
+    fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
+        let Some(needed) = ranked.first().and_then(|d| self.prerequisites.get(d)) else {
+            return;
+        };
+        let needed: Vec<u32> = needed.iter().copied().filter(|&d| allowed(d)).collect();
+        ranked.retain(|d| !needed.contains(d));
+        let at = 1.min(ranked.len());
+        ranked.splice(at..at, needed);
     }
 
     /// Tools whose exact name (own or exposed, case-insensitive) is the
@@ -477,11 +931,15 @@ impl EnhancedIndex {
     }
 }
 
-/// `term` with each one of its (ASCII) characters deleted in turn.
+/// `term` with each one of its characters deleted in turn.
 fn single_deletions(term: &str) -> Vec<String> {
-    (0..term.len())
-        .filter(|&i| term.is_char_boundary(i) && term.is_char_boundary(i + 1))
-        .map(|i| format!("{}{}", &term[..i], &term[i + 1..]))
+    term.char_indices()
+        .map(|(i, c)| {
+            let mut deleted = String::with_capacity(term.len());
+            deleted.push_str(&term[..i]);
+            deleted.push_str(&term[i + c.len_utf8()..]);
+            deleted
+        })
         .collect()
 }
 
@@ -504,17 +962,31 @@ mod tests {
     use crate::tool::{ToolSource, ToolSpec};
     use serde_json::json;
 
-    fn tool(server: &str, name: &str, description: &str) -> Arc<Tool> {
-        let spec = ToolSpec::new(
-            name,
-            description,
-            json!({"type": "object", "properties": {"path": {"description": "File path"}}}),
-        );
+    fn tool_with(
+        server: &str,
+        name: &str,
+        description: &str,
+        schema: serde_json::Value,
+    ) -> Arc<Tool> {
+        let spec = ToolSpec::new(name, description, schema);
         Arc::new(Tool::new(
             crate::naming::mcp_tool_name(server, name),
             ToolSource::Mcp(server.into()),
             &spec,
         ))
+    }
+
+    fn tool(server: &str, name: &str, description: &str) -> Arc<Tool> {
+        tool_with(
+            server,
+            name,
+            description,
+            json!({"type": "object", "properties": {"path": {"description": "File path"}}}),
+        )
+    }
+
+    fn names(hits: &[Scored]) -> Vec<&str> {
+        hits.iter().map(|h| h.tool.original_name()).collect()
     }
 
     #[test]
@@ -525,15 +997,41 @@ mod tests {
     #[test]
     fn identifiers_split_at_camel_case() {
         let mut parts = Vec::new();
-        identifier_parts("getUserToken HTTPServer snake_case v2", |p| {
-            parts.push(p.to_owned())
-        });
+        identifier_parts(
+            "getUserToken HTTPServer snake_case kebab-case v2 Ünïcode",
+            |p| parts.push(p.to_owned()),
+        );
         assert_eq!(
             parts,
             [
-                "get", "user", "token", "http", "server", "snake", "case", "v2"
+                "get",
+                "user",
+                "token",
+                "http",
+                "server",
+                "snake",
+                "case",
+                "kebab",
+                "case",
+                "v2",
+                "ünïcode"
             ]
         );
+    }
+
+    #[test]
+    fn cjk_text_becomes_character_pairs() {
+        let mut parts = Vec::new();
+        identifier_parts("获取热榜 of 36氪", |p| parts.push(p.to_owned()));
+        assert_eq!(parts, ["获取", "取热", "热榜", "of", "36", "氪"]);
+        let index = EnhancedIndex::build(
+            [
+                tool("t", "get_rank", "获取热榜"),
+                tool("t", "get_news", "获取新闻"),
+            ]
+            .iter(),
+        );
+        assert_eq!(names(&index.search("热榜", 5)), ["get_rank"]);
     }
 
     #[test]
@@ -558,11 +1056,89 @@ mod tests {
     }
 
     #[test]
-    fn typos_are_tolerated() {
-        let index =
-            EnhancedIndex::build([tool("s", "navigate", "Navigate the browser to a URL")].iter());
-        assert_eq!(index.search("navgate browser", 5).len(), 1);
-        assert_eq!(index.search("brwser", 5).len(), 1);
+    fn typos_are_tolerated_on_words_and_stems() {
+        let tools = [
+            tool("s", "navigate", "Navigate the browser to a URL"),
+            tool("s", "history", "Events in history on a date"),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        assert_eq!(names(&index.search("navgate browser", 5))[0], "navigate");
+        assert_eq!(names(&index.search("brwser", 5)), ["navigate"]);
+        // A transposed letter in an inflected word: `navigate` is a word
+        // of the index even though its stem is `navig`.
+        assert_eq!(names(&index.search("naviagte", 5)), ["navigate"]);
+        // An unknown word form whose stem is one edit from a known stem.
+        assert_eq!(names(&index.search("historical", 5)), ["history"]);
+    }
+
+    #[test]
+    fn synonyms_reach_the_other_words_of_their_group() {
+        let tools = [
+            tool("s", "web_search", "Search the web"),
+            tool("s", "convert", "Convert a file to markdown"),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        assert_eq!(names(&index.search("find it", 5)), ["web_search"]);
+        assert_eq!(
+            names(&index.search("look it up on the internet", 5)),
+            ["web_search"]
+        );
+        assert_eq!(names(&index.search("make an md file", 5))[0], "convert");
+    }
+
+    #[test]
+    fn server_descriptions_rank_their_tools() {
+        let a = [tool("alpha", "open_page", "Open a page")];
+        let b = [tool("beta", "open_page", "Open a page")];
+        let index = EnhancedIndex::build_described([
+            (Some("Spreadsheet editing"), &a[..]),
+            (Some("Browser automation"), &b[..]),
+        ]);
+        let hits = index.search("open a page in the browser", 5);
+        assert_eq!(hits[0].tool.source().group(), Some("beta"));
+        // Context adds to matching tools; it matches no tool alone.
+        assert!(index.search("browser", 5).is_empty());
+    }
+
+    #[test]
+    fn a_tool_that_needs_an_identifier_brings_its_lookup() {
+        let schema = |required: &str| json!({"type": "object", "properties": {required: {}}, "required": [required]});
+        let tools = [
+            tool_with("s", "AddAlarm", "Add an alarm", schema("token")),
+            tool_with(
+                "s",
+                "GetUserToken",
+                "Get the token of a user",
+                schema("password"),
+            ),
+            tool_with("s", "CheckToken", "Check a token", schema("token")),
+            tool_with(
+                "s",
+                "get_docs",
+                "Library documentation",
+                schema("libraryId"),
+            ),
+            tool_with(
+                "s",
+                "resolve_library_id",
+                "Resolve a name",
+                schema("libraryName"),
+            ),
+            tool_with("t", "GetUserToken", "Elsewhere", schema("password")),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        let hits = index.search("add an alarm", 3);
+        assert_eq!(names(&hits)[..2], ["AddAlarm", "GetUserToken"]);
+        assert_eq!(hits[1].tool.source().group(), Some("s"));
+        assert_eq!(
+            names(&index.search("library documentation", 2)),
+            ["get_docs", "resolve_library_id"]
+        );
+        // The lookup itself does not require what it produces.
+        assert!(!index.prerequisites.contains_key(&1));
+        // Filters still apply.
+        let hits = index.search("server:t add an alarm token", 3);
+        assert!(hits.iter().all(|h| h.tool.source().group() == Some("t")));
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub struct RenamedTool {
 pub struct SourceGroup {
     source: ToolSource,
     tools: Vec<Arc<Tool>>,
+    description: Option<Arc<str>>,
 }
 
 impl SourceGroup {
@@ -75,6 +76,12 @@ impl SourceGroup {
     /// Its tools, sorted by exposed name.
     pub fn tools(&self) -> &[Arc<Tool>] {
         &self.tools
+    }
+
+    /// What the source says it is for (see
+    /// [`ToolRegistry::set_descriptions`]); searched, never sent.
+    pub fn description(&self) -> Option<&Arc<str>> {
+        self.description.as_ref()
     }
 }
 
@@ -166,6 +173,8 @@ struct RegistryState {
     sources: BTreeMap<ToolSource, Vec<Arc<ToolSpec>>>,
     /// Tools built at the last publish, with their exposed names.
     built: HashMap<(ToolSource, String), (String, Arc<Tool>)>,
+    /// What each source says it is for.
+    descriptions: BTreeMap<ToolSource, Arc<str>>,
     generation: u64,
 }
 
@@ -255,9 +264,32 @@ impl ToolRegistry {
             .collect()
     }
 
-    /// Removes every tool of `source`; returns whether it had any entry.
+    /// Sets what sources say they are for (an MCP server's title and
+    /// `instructions`, a catalog file's server description); an empty text
+    /// clears it. Tool search matches it as server context. Publishes one
+    /// new generation when anything changed.
+    pub fn set_descriptions(&self, descriptions: impl IntoIterator<Item = (ToolSource, String)>) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut changed = false;
+        for (source, text) in descriptions {
+            let text = text.trim();
+            if text.is_empty() {
+                changed |= state.descriptions.remove(&source).is_some();
+            } else if state.descriptions.get(&source).map(|d| &**d) != Some(text) {
+                state.descriptions.insert(source, Arc::from(text));
+                changed = true;
+            }
+        }
+        if changed {
+            self.publish(&mut state);
+        }
+    }
+
+    /// Removes every tool of `source` (and its description); returns
+    /// whether it had any entry.
     pub fn remove_source(&self, source: &ToolSource) -> bool {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.descriptions.remove(source);
         if state.sources.remove(source).is_none() {
             return false;
         }
@@ -428,6 +460,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             by_name.insert(tool.name().to_owned(), (group_index, index as u32));
         }
         groups.push(SourceGroup {
+            description: state.descriptions.get(source).cloned(),
             source: source.clone(),
             tools,
         });
@@ -454,6 +487,29 @@ mod tests {
 
     fn mcp(name: &str) -> ToolSource {
         ToolSource::Mcp(name.into())
+    }
+
+    #[test]
+    fn descriptions_reach_the_group_and_go_with_the_source() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(mcp("a"), vec![spec("x")]);
+        let generation = registry.snapshot().generation();
+        registry.set_descriptions([(mcp("a"), " Browser automation ".to_owned())]);
+        let snapshot = registry.snapshot();
+        assert_eq!(snapshot.generation(), generation + 1);
+        assert_eq!(
+            snapshot.groups()[0].description().map(|d| &**d),
+            Some("Browser automation")
+        );
+        // Unchanged: no new generation.
+        registry.set_descriptions([(mcp("a"), "Browser automation".to_owned())]);
+        assert_eq!(registry.snapshot().generation(), generation + 1);
+        registry.set_descriptions([(mcp("a"), String::new())]);
+        assert!(registry.snapshot().groups()[0].description().is_none());
+        registry.set_descriptions([(mcp("a"), "again".to_owned())]);
+        assert!(registry.remove_source(&mcp("a")));
+        registry.set_source_tools(mcp("a"), vec![spec("x")]);
+        assert!(registry.snapshot().groups()[0].description().is_none());
     }
 
     #[test]

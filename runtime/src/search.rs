@@ -192,6 +192,19 @@ pub fn rank(
     limit: usize,
     allowed: impl Fn(u32) -> bool,
 ) -> Vec<Scored> {
+    top(scores, touched, limit, allowed)
+        .into_iter()
+        .filter_map(|doc| scored(docs, scores, doc))
+        .collect()
+}
+
+/// The documents [`rank`] returns, as indexes into `scores`.
+pub fn top(
+    scores: &[f64],
+    touched: Vec<u32>,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<u32> {
     let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
     let mut hits: Vec<u32> = touched
         .into_iter()
@@ -206,14 +219,15 @@ pub fn rank(
         hits.truncate(limit);
     }
     hits.sort_unstable_by(order);
-    hits.into_iter()
-        .filter_map(|doc| {
-            docs.get(doc as usize).map(|tool| Scored {
-                tool: tool.clone(),
-                score: score_of(doc),
-            })
-        })
-        .collect()
+    hits
+}
+
+/// Document `doc` as a hit with its score from `scores`.
+pub fn scored(docs: &[Arc<Tool>], scores: &[f64], doc: u32) -> Option<Scored> {
+    docs.get(doc as usize).map(|tool| Scored {
+        tool: tool.clone(),
+        score: scores.get(doc as usize).copied().unwrap_or(0.0),
+    })
 }
 
 /// The fallback when nothing scores: `allowed` tools whose exposed name
