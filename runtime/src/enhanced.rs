@@ -227,10 +227,11 @@ struct Posting {
     tf: [u8; FIELDS],
 }
 
-/// A query word: as written and as its term.
+/// A query word: as written, as its term, and that term's id if indexed.
 struct QueryWord {
     word: String,
     term: String,
+    id: Option<u32>,
 }
 
 /// Known words and stems for typo tolerance, found through the hashes of
@@ -245,6 +246,11 @@ struct Lexicon {
     /// (hash of the word or of the word with one character deleted, word),
     /// sorted.
     deletions: Vec<(u32, u32)>,
+    /// Where each run of `deletions` with the same top hash bits starts
+    /// (one more entry than runs), so a lookup searches a few entries.
+    buckets: Vec<u32>,
+    /// Hash bits below the bucket bits (32 when there is one bucket).
+    shift: u32,
 }
 
 impl Lexicon {
@@ -263,6 +269,7 @@ impl Lexicon {
     }
 
     fn finish(&mut self) {
+        let mut hashes = Vec::new();
         for index in 0..self.words.len() as u32 {
             let Some((word, _)) = self.word(index) else {
                 continue;
@@ -271,22 +278,42 @@ impl Lexicon {
             if word.len() < 3 || !word.is_ascii() {
                 continue;
             }
-            let mut entries = vec![(fnv1a(word), index)];
-            entries.extend(single_deletions(word).iter().map(|d| (fnv1a(d), index)));
-            self.deletions.extend(entries);
+            hashes.clear();
+            deletion_hashes(word.as_bytes(), 1, &mut hashes);
+            self.deletions
+                .extend(hashes.iter().map(|&hash| (hash, index)));
         }
         self.deletions.sort_unstable();
         self.deletions.dedup();
         self.deletions.shrink_to_fit();
+        // About 16 entries per bucket.
+        let bits = (self.deletions.len() / 16).max(1).ilog2().min(20);
+        self.shift = 32 - bits;
+        self.buckets = (0..=1u32 << bits)
+            .map(|bucket| {
+                self.deletions
+                    .partition_point(|&(hash, _)| u64::from(hash) >> self.shift < u64::from(bucket))
+                    as u32
+            })
+            .collect();
         self.text.shrink_to_fit();
         self.words.shrink_to_fit();
     }
 
-    /// Words that `variant` (a probe or one of its deletions) may come from.
-    fn candidates(&self, variant: &str, out: &mut Vec<u32>) {
-        let hash = fnv1a(variant);
-        let start = self.deletions.partition_point(|&(h, _)| h < hash);
-        for &(h, word) in self.deletions.get(start..).unwrap_or(&[]) {
+    /// Words that a probe or one of its deletions, given by its hash, may
+    /// come from.
+    fn candidates(&self, hash: u32, out: &mut Vec<u32>) {
+        let bucket = (u64::from(hash) >> self.shift) as usize;
+        let (Some(&from), Some(&to)) = (self.buckets.get(bucket), self.buckets.get(bucket + 1))
+        else {
+            return;
+        };
+        let run = self
+            .deletions
+            .get(from as usize..to as usize)
+            .unwrap_or(&[]);
+        let start = run.partition_point(|&(h, _)| h < hash);
+        for &(h, word) in run.get(start..).unwrap_or(&[]) {
             if h != hash {
                 break;
             }
@@ -295,12 +322,27 @@ impl Lexicon {
     }
 }
 
-/// 32-bit FNV-1a: the deletion index only needs a cheap, stable hash, and
-/// every candidate is checked by edit distance anyway.
-fn fnv1a(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5, |hash, byte| {
-        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
-    })
+/// 32-bit FNV-1a hashes of `word` and of `word` with one (or, when
+/// `deletions` is 2, also two) of its bytes deleted, computed without
+/// building the strings. The deletion index only needs a cheap, stable
+/// hash: every candidate is checked by edit distance anyway. ASCII only.
+fn deletion_hashes(word: &[u8], deletions: usize, out: &mut Vec<u32>) {
+    let hash_without = |skip: [usize; 2]| {
+        word.iter()
+            .enumerate()
+            .filter(|(i, _)| !skip.contains(i))
+            .fold(0x811c_9dc5_u32, |hash, (_, &byte)| {
+                (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+            })
+    };
+    let none = word.len();
+    out.push(hash_without([none, none]));
+    for i in 0..word.len() {
+        out.push(hash_without([i, none]));
+        if deletions >= 2 {
+            out.extend((i + 1..word.len()).map(|j| hash_without([i, j])));
+        }
+    }
 }
 
 /// Per-server BM25 over what each server says it is for.
@@ -368,8 +410,11 @@ pub struct EnhancedIndex {
     terms: HashMap<Box<str>, u32>,
     postings: Vec<Vec<Posting>>,
     idf: Vec<f64>,
+    /// Field lengths while building; emptied once `factors` are known.
     lengths: Vec<[u16; FIELDS]>,
-    average_lengths: [f64; FIELDS],
+    /// Per tool and field: the field weight over its BM25 length
+    /// normalisation, so scoring a posting needs no division.
+    factors: Vec<[f64; FIELDS]>,
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
@@ -430,7 +475,7 @@ impl EnhancedIndex {
             postings: Vec::new(),
             idf: Vec::new(),
             lengths: Vec::new(),
-            average_lengths: [0.0; FIELDS],
+            factors: Vec::new(),
             name_bigrams: HashMap::new(),
             lexicon: Lexicon::default(),
             exact_names: HashMap::new(),
@@ -471,12 +516,23 @@ impl EnhancedIndex {
         index.lexicon = lexicon;
 
         let n = index.docs.len() as f64;
-        if !index.docs.is_empty() {
-            for field in 0..FIELDS {
-                let total: f64 = index.lengths.iter().map(|l| f64::from(l[field])).sum();
-                index.average_lengths[field] = (total / n).max(1.0);
-            }
+        let mut average_lengths = [1.0; FIELDS];
+        for (field, average) in average_lengths.iter_mut().enumerate() {
+            let total: f64 = index.lengths.iter().map(|l| f64::from(l[field])).sum();
+            *average = (total / n.max(1.0)).max(1.0);
         }
+        index.factors = std::mem::take(&mut index.lengths)
+            .iter()
+            .map(|lengths| {
+                let mut factors = [0.0; FIELDS];
+                for (field, factor) in factors.iter_mut().enumerate() {
+                    let b = LENGTH_NORMALISATION[field];
+                    let norm = 1.0 - b + b * f64::from(lengths[field]) / average_lengths[field];
+                    *factor = WEIGHTS[field] / norm;
+                }
+                factors
+            })
+            .collect();
         index.idf = index
             .postings
             .iter()
@@ -696,18 +752,12 @@ impl EnhancedIndex {
                 continue;
             }
             let allowed = if length >= 8 { 2 } else { 1 };
-            let mut variants = vec![probe.to_owned()];
-            for _ in 0..allowed {
-                let mut next = Vec::new();
-                for variant in &variants {
-                    next.extend(single_deletions(variant));
-                }
-                variants.extend(next);
-            }
+            let mut variants = Vec::new();
+            deletion_hashes(probe.as_bytes(), allowed, &mut variants);
             variants.sort_unstable();
             variants.dedup();
             let mut candidates: Vec<u32> = Vec::new();
-            for variant in &variants {
+            for &variant in &variants {
                 self.lexicon.candidates(variant, &mut candidates);
             }
             candidates.sort_unstable();
@@ -750,18 +800,12 @@ impl EnhancedIndex {
             return;
         };
         for posting in list {
-            let Some(lengths) = self.lengths.get(posting.doc as usize) else {
+            let Some(factors) = self.factors.get(posting.doc as usize) else {
                 continue;
             };
             let mut tf = 0.0;
-            for field in 0..FIELDS {
-                let count = f64::from(posting.tf[field]);
-                if count > 0.0 {
-                    let b = LENGTH_NORMALISATION[field];
-                    let norm =
-                        1.0 - b + b * f64::from(lengths[field]) / self.average_lengths[field];
-                    tf += WEIGHTS[field] * count / norm;
-                }
+            for (&count, factor) in posting.tf.iter().zip(factors) {
+                tf += f64::from(count) * factor;
             }
             if let Some(score) = scores.get_mut(posting.doc as usize) {
                 if *score == 0.0 {
@@ -778,6 +822,7 @@ impl EnhancedIndex {
             words.push(QueryWord {
                 word: word.to_owned(),
                 term: term.to_owned(),
+                id: self.terms.get(term).copied(),
             });
         });
         words
@@ -796,7 +841,7 @@ impl EnhancedIndex {
         let mut matched: Vec<u32> = Vec::new();
         for &(word, count) in &unique {
             let weight = 1.0 + REPEAT_WEIGHT * (count - 1) as f64;
-            if let Some(&id) = self.terms.get(word.term.as_str()) {
+            if let Some(id) = word.id {
                 matched.push(id);
                 self.add_term(id, weight, scores, touched);
                 continue;
@@ -824,12 +869,10 @@ impl EnhancedIndex {
             self.add_term(id, SYNONYM_WEIGHT, scores, touched);
         }
 
-        let ids: Vec<Option<u32>> = words
-            .iter()
-            .map(|w| self.terms.get(w.term.as_str()).copied())
-            .collect();
-        for pair in ids.windows(2) {
-            let [Some(a), Some(b)] = pair else { continue };
+        for pair in words.windows(2) {
+            let [QueryWord { id: Some(a), .. }, QueryWord { id: Some(b), .. }] = pair else {
+                continue;
+            };
             for &doc in self.name_bigrams.get(&(*a, *b)).into_iter().flatten() {
                 if let Some(score) = scores.get_mut(doc as usize) {
                     if *score == 0.0 {
@@ -871,10 +914,14 @@ impl EnhancedIndex {
         let mut touched = Vec::new();
         self.score(&self.query_words(&text), &mut scores, &mut touched);
         let exact = self.exact_matches(&text);
-        let best = touched
-            .iter()
-            .filter_map(|&d| scores.get(d as usize).copied())
-            .fold(0.0f64, f64::max);
+        let best = if exact.is_empty() {
+            0.0
+        } else {
+            touched
+                .iter()
+                .filter_map(|&d| scores.get(d as usize).copied())
+                .fold(0.0f64, f64::max)
+        };
         for (rank, &doc) in exact.iter().enumerate() {
             if let Some(score) = scores.get_mut(doc as usize) {
                 if *score == 0.0 {
@@ -914,12 +961,13 @@ impl EnhancedIndex {
     fn exact_matches(&self, text: &str) -> Vec<u32> {
         let mut found = Vec::new();
         let whole = text.trim().to_lowercase();
-        let words = std::iter::once(whole.clone()).chain(whole.split_whitespace().map(|w| {
-            w.trim_matches(|c: char| "`'\".,;:!?()[]{}<>".contains(c))
-                .to_owned()
-        }));
+        let words = std::iter::once(whole.as_str()).chain(
+            whole
+                .split_whitespace()
+                .map(|w| w.trim_matches(|c: char| "`'\".,;:!?()[]{}<>".contains(c))),
+        );
         for word in words {
-            if let Some(docs) = self.exact_names.get(&word) {
+            if let Some(docs) = self.exact_names.get(word) {
                 for &doc in docs {
                     if !found.contains(&doc) {
                         found.push(doc);
@@ -929,18 +977,6 @@ impl EnhancedIndex {
         }
         found
     }
-}
-
-/// `term` with each one of its characters deleted in turn.
-fn single_deletions(term: &str) -> Vec<String> {
-    term.char_indices()
-        .map(|(i, c)| {
-            let mut deleted = String::with_capacity(term.len());
-            deleted.push_str(&term[..i]);
-            deleted.push_str(&term[i + c.len_utf8()..]);
-            deleted
-        })
-        .collect()
 }
 
 /// Takes `server:NAME` filters out of a query.
@@ -1032,6 +1068,22 @@ mod tests {
             .iter(),
         );
         assert_eq!(names(&index.search("热榜", 5)), ["get_rank"]);
+    }
+
+    #[test]
+    fn deletion_hashes_are_the_hashes_of_the_shorter_words() {
+        let hash = |word: &str| {
+            let mut out = Vec::new();
+            deletion_hashes(word.as_bytes(), 0, &mut out);
+            out[0]
+        };
+        let mut one = Vec::new();
+        deletion_hashes(b"abcd", 1, &mut one);
+        assert_eq!(one, ["abcd", "bcd", "acd", "abd", "abc"].map(hash));
+        let mut two = Vec::new();
+        deletion_hashes(b"abc", 2, &mut two);
+        let expected = ["abc", "bc", "c", "b", "ac", "a", "ab"].map(hash);
+        assert_eq!(two, expected);
     }
 
     #[test]
