@@ -98,6 +98,9 @@ const LOOKUP_VERBS: &[&str] = &[
     "get", "list", "resolv", "find", "search", "lookup", "fetch", "load", "queri", "retriev",
     "read",
 ];
+/// Words a prerequisite's name may have between its verb and the
+/// identifier's words (`GetUserToken` for `token`: `user`).
+const MAX_EXTRA_WORDS: usize = 1;
 /// Last words (stemmed) of a parameter that holds an identifier.
 const IDENTIFIER_WORDS: &[&str] = &["id", "token", "code", "key", "uuid", "slug", "handl"];
 
@@ -655,8 +658,10 @@ impl EnhancedIndex {
 
     /// For each tool that requires an identifier parameter (last word in
     /// [`IDENTIFIER_WORDS`]), the tools of its server whose name is a
-    /// lookup verb plus that parameter's last one or two words, with the
-    /// fewest other words, that do not require it themselves.
+    /// lookup verb, at most [`MAX_EXTRA_WORDS`] other words, and that
+    /// parameter's last one or two words (`GetUserToken` for `token`,
+    /// `resolve-library-id` for `libraryId`), with the fewest other words,
+    /// that do not require it themselves.
     fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
@@ -679,19 +684,28 @@ impl EnhancedIndex {
         if lookups.is_empty() {
             return;
         }
+        // A parameter name's term ids, and whether it ends in an
+        // identifier word.
+        let parse = |parameter: &str| {
+            let mut parts: Vec<u32> = Vec::new();
+            let mut identifier = false;
+            self.analyzer.terms(parameter, |term| {
+                identifier = IDENTIFIER_WORDS.contains(&term);
+                parts.push(self.terms.get(term).copied().unwrap_or(u32::MAX));
+            });
+            (parts, identifier)
+        };
+        // A bare `id` says nothing about what it identifies.
+        let bare_id = self.terms.get("id").copied();
+        let identifier = |parameter: &str| match parse(parameter) {
+            (parts, true) if parts.len() > 1 || parts.first().copied() != bare_id => Some(parts),
+            _ => None,
+        };
+        let mut prerequisites = HashMap::new();
         for (doc, tool) in self.docs.iter().enumerate() {
             let server = self.doc_servers.get(doc).copied().unwrap_or(0);
             let mut found: Vec<(usize, u32)> = Vec::new();
-            for required in tool.required_parameters() {
-                let mut parts: Vec<u32> = Vec::new();
-                let mut identifier = false;
-                self.analyzer.terms(required, |term| {
-                    identifier = IDENTIFIER_WORDS.contains(&term);
-                    parts.push(self.terms.get(term).copied().unwrap_or(u32::MAX));
-                });
-                if !identifier {
-                    continue;
-                }
+            for parts in tool.required_parameters().filter_map(identifier) {
                 let tail = &parts[parts.len().saturating_sub(2)..];
                 let Some(candidates) = tail.last().and_then(|t| lookups.get(&(server, *t))) else {
                     continue;
@@ -700,17 +714,20 @@ impl EnhancedIndex {
                     let Some(names) = name_terms.get(other as usize) else {
                         continue;
                     };
+                    // A lookup that itself requires an identifier of the
+                    // same kind (`getCommentsByIds`) takes it, not gives it.
                     if other as usize == doc
-                        || !tail.iter().all(|t| names.contains(t))
-                        || self
-                            .docs
-                            .get(other as usize)
-                            .is_some_and(|o| o.required_parameters().any(|r| r == required))
+                        || !names.ends_with(tail)
+                        || self.docs.get(other as usize).is_some_and(|o| {
+                            o.required_parameters()
+                                .map(parse)
+                                .any(|(p, id)| id && p.last() == tail.last())
+                        })
                     {
                         continue;
                     }
                     let extra_words = names.len().saturating_sub(tail.len() + 1);
-                    if !found.iter().any(|&(_, f)| f == other) {
+                    if extra_words <= MAX_EXTRA_WORDS && !found.iter().any(|&(_, f)| f == other) {
                         found.push((extra_words, other));
                     }
                 }
@@ -722,11 +739,12 @@ impl EnhancedIndex {
                 .filter(|&&(extra, _)| Some(extra) == fewest)
                 .map(|&(_, other)| other)
                 .collect();
-            // More than two equally good candidates: no clear prerequisite.
-            if !best.is_empty() && best.len() <= 2 {
-                self.prerequisites.insert(doc as u32, best);
+            // Several equally good candidates: no clear prerequisite.
+            if best.len() == 1 {
+                prerequisites.insert(doc as u32, best);
             }
         }
+        self.prerequisites = prerequisites;
     }
 
     /// Number of indexed tools.
@@ -1177,6 +1195,17 @@ mod tests {
                 schema("libraryName"),
             ),
             tool_with("t", "GetUserToken", "Elsewhere", schema("password")),
+            // Lookups that take the identifier instead of giving it, and a
+            // bare `id`, make no prerequisite.
+            tool_with(
+                "u",
+                "delete_comment",
+                "Delete a comment",
+                schema("comment_id"),
+            ),
+            tool_with("u", "get_comments_by_ids", "Comments", schema("ids")),
+            tool_with("u", "delete_page", "Delete a page", schema("id")),
+            tool_with("u", "get_page_id", "Page id", schema("title")),
         ];
         let index = EnhancedIndex::build(tools.iter());
         let hits = index.search("add an alarm", 3);
@@ -1186,8 +1215,10 @@ mod tests {
             names(&index.search("library documentation", 2)),
             ["get_docs", "resolve_library_id"]
         );
-        // The lookup itself does not require what it produces.
-        assert!(!index.prerequisites.contains_key(&1));
+        // Only the tools that need a token or a library id have one.
+        let mut needing: Vec<u32> = index.prerequisites.keys().copied().collect();
+        needing.sort_unstable();
+        assert_eq!(needing, [0, 2, 3]);
         // Filters still apply.
         let hits = index.search("server:t add an alarm token", 3);
         assert!(hits.iter().all(|h| h.tool.source().group() == Some("t")));
