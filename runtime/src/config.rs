@@ -160,6 +160,8 @@ pub struct Config {
     pub approval: crate::dispatch::settings::ApprovalConfig,
     /// `feed`.
     pub feed: crate::dispatch::settings::FeedConfig,
+    /// `core_tools`.
+    pub core_tools: crate::core_tools::CoreToolsConfig,
 }
 
 /// A value that was out of range and was clamped.
@@ -240,6 +242,7 @@ struct RawConfig {
     guardrails: Option<crate::dispatch::settings::RawGuardrails>,
     approval: Option<crate::dispatch::settings::RawApproval>,
     feed: Option<crate::dispatch::settings::RawFeed>,
+    core_tools: Option<crate::core_tools::settings::RawCoreTools>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -322,10 +325,11 @@ impl<'de> Deserialize<'de> for TrackedRaw {
 
 // ---- keys and what they allow --------------------------------------------
 
-struct IntKey {
-    key: &'static str,
-    min: i64,
-    max: i64,
+/// A numeric key and its allowed range.
+pub(crate) struct IntKey {
+    pub(crate) key: &'static str,
+    pub(crate) min: i64,
+    pub(crate) max: i64,
 }
 
 const THRESHOLD_PCT: IntKey = IntKey {
@@ -364,7 +368,11 @@ fn allowed_for(key: &str) -> String {
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
         ("<root>", _) | (".", _) => {
-            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed".into()
+            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools"
+                .into()
+        }
+        _ if crate::core_tools::settings::allowed_for(key).is_some() => {
+            crate::core_tools::settings::allowed_for(key).unwrap_or_default()
         }
         _ if crate::dispatch::settings::allowed_for(key).is_some() => {
             crate::dispatch::settings::allowed_for(key).unwrap_or_default()
@@ -393,7 +401,7 @@ fn allowed_for(key: &str) -> String {
         (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
         _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
         _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed".into(),
+        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools".into(),
     }
 }
 
@@ -409,6 +417,7 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
     let mut loaded = parse(&text, &file)?;
     let base = path.parent().unwrap_or(Path::new("."));
     loaded.config.plugins.resolve_relative_to(base);
+    loaded.config.core_tools.resolve_relative_to(base);
     for server in loaded.config.mcp_servers.values_mut() {
         server.resolve_relative_to(base);
     }
@@ -583,6 +592,11 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     )?;
     let mcp_servers =
         crate::mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
+    let core_tools = crate::core_tools::settings::validate_core_tools(
+        raw.core_tools.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
     let defaults = ToolSearchConfig::default();
     let raw_search = match raw.tools.and_then(|t| t.tool_search) {
         None | Some(RawToolSearchSetting::Bool(true)) => RawToolSearch::default(),
@@ -665,28 +679,33 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
             guardrails,
             approval,
             feed,
+            core_tools,
         },
         warnings,
     })
 }
 
+/// The key, line, column, message and allowed values of the error `text`
+/// gives; the config tests of every section use it.
+#[cfg(test)]
+pub(crate) fn invalid_parts(text: &str) -> (String, u32, u32, String, String) {
+    match parse(text, "q.yaml") {
+        Err(ConfigError::Invalid {
+            key,
+            line,
+            column,
+            message,
+            allowed,
+            ..
+        }) => (key, line, column, message, allowed),
+        other => panic!("expected an invalid config, got {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::invalid_parts as invalid;
     use super::*;
-
-    fn invalid(text: &str) -> (String, u32, u32, String, String) {
-        match parse(text, "q.yaml") {
-            Err(ConfigError::Invalid {
-                key,
-                line,
-                column,
-                message,
-                allowed,
-                ..
-            }) => (key, line, column, message, allowed),
-            other => panic!("expected an invalid config, got {other:?}"),
-        }
-    }
 
     #[test]
     fn defaults_when_absent_or_empty() {

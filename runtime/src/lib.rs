@@ -8,6 +8,8 @@
 //! - [`listing`]: the token-budgeted per-server listing of the deferred tools;
 //! - [`assembly`]: the exact tools array for this turn, tier by tier;
 //! - [`bridge`]: `tool_search`, `tool_describe` and `tool_call`;
+//! - [`core_tools`]: `read_file`, `write_file`, `list_dir`, `search_files`
+//!   and `run_command`, confined to the workspace root;
 //! - [`dispatch`]: the middleware chain every tool call runs, sessions and
 //!   the activity feed;
 //! - [`search`]: BM25 retrieval behind `tool_search`;
@@ -36,6 +38,7 @@ pub mod bridge;
 pub mod catalog;
 pub mod catalog_file;
 pub mod config;
+pub mod core_tools;
 pub mod dispatch;
 pub mod enhanced;
 pub mod eval;

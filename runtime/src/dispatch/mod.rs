@@ -303,8 +303,10 @@ pub struct ChainParts {
 
 impl ChainParts {
     /// The parts as `config` sets them: its guardrail rules, result cap and
-    /// call timeout, its approval policy, and `approver` behind its
-    /// `approval.auto_approve` globs. No hooks (they are registered in code).
+    /// call timeout, its approval policy (with `run_command` added when
+    /// `core_tools.run_command.require_approval` is set), and `approver`
+    /// behind its `approval.auto_approve` globs. No hooks (they are
+    /// registered in code).
     pub fn from_config(
         config: &crate::config::Config,
         approver: Arc<dyn Approver>,
@@ -318,10 +320,12 @@ impl ChainParts {
                 approver,
             )?)
         };
+        let mut approval = config.approval.clone();
+        approval.require.extend(config.core_tools.approval_globs());
         Ok(ChainParts {
             hooks: Arc::new(Hooks::new()),
             guardrails: Arc::new(config.guardrails.guardrails()),
-            approval: Arc::new(config.approval.policy()?),
+            approval: Arc::new(approval.policy()?),
             approver,
             max_result_chars: config.guardrails.max_result_chars,
             call_timeout: Duration::from_millis(config.guardrails.call_timeout_ms),

@@ -307,22 +307,8 @@ pub(crate) fn validate_feed(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{ConfigError, parse};
+    use crate::config::{invalid_parts as invalid, parse};
     use serde_json::json;
-
-    fn invalid(text: &str) -> (String, u32, u32, String, String) {
-        match parse(text, "q.yaml") {
-            Err(ConfigError::Invalid {
-                key,
-                line,
-                column,
-                message,
-                allowed,
-                ..
-            }) => (key, line, column, message, allowed),
-            other => panic!("expected an invalid config, got {other:?}"),
-        }
-    }
 
     #[test]
     fn sections_are_read() {

@@ -26,6 +26,16 @@ pub struct ProcessGroup {
 }
 
 impl ProcessGroup {
+    /// The group led by `pgid`, a child this process spawned with
+    /// `process_group(0)`; `owner` names it in logs. Dropping the value
+    /// kills the group.
+    pub fn new(owner: &str, pgid: i32) -> ProcessGroup {
+        ProcessGroup {
+            server: owner.to_owned(),
+            pgid,
+        }
+    }
+
     /// The group id (the child's pid).
     pub fn pgid(&self) -> i32 {
         self.pgid
@@ -42,7 +52,7 @@ impl ProcessGroup {
         // pgid > 1 rules out signalling our own group (0) or every process.
         let sent = unsafe { libc::killpg(self.pgid, signal) } == 0;
         if sent {
-            tracing::debug!(server = %self.server, pgid = self.pgid, signal, "signalled the server's process group");
+            tracing::debug!(owner = %self.server, pgid = self.pgid, signal, "signalled the process group");
         }
         sent
     }
@@ -106,10 +116,7 @@ pub fn spawn(
     let pid = child
         .id()
         .ok_or_else(|| spawn_error("the child exited before its pid was read".into()))?;
-    let group = ProcessGroup {
-        server: server.to_owned(),
-        pgid: pid as i32,
-    };
+    let group = ProcessGroup::new(server, pid as i32);
     tracing::info!(server, pid, command = %command, "started MCP server process");
     if let Some(stderr) = stderr {
         forward_stderr(server.to_owned(), stderr);
