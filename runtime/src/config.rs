@@ -160,6 +160,8 @@ pub struct Config {
     pub approval: crate::dispatch::settings::ApprovalConfig,
     /// `feed`.
     pub feed: crate::dispatch::settings::FeedConfig,
+    /// `models` and `default_model`.
+    pub models: crate::model::settings::ModelsConfig,
 }
 
 /// A value that was out of range and was clamped.
@@ -240,6 +242,8 @@ struct RawConfig {
     guardrails: Option<crate::dispatch::settings::RawGuardrails>,
     approval: Option<crate::dispatch::settings::RawApproval>,
     feed: Option<crate::dispatch::settings::RawFeed>,
+    models: Option<crate::model::settings::RawModels>,
+    default_model: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -364,7 +368,10 @@ fn allowed_for(key: &str) -> String {
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
         ("<root>", _) | (".", _) => {
-            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed".into()
+            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, models, default_model".into()
+        }
+        _ if crate::model::settings::allowed_for(key).is_some() => {
+            crate::model::settings::allowed_for(key).unwrap_or_default()
         }
         _ if crate::dispatch::settings::allowed_for(key).is_some() => {
             crate::dispatch::settings::allowed_for(key).unwrap_or_default()
@@ -393,7 +400,8 @@ fn allowed_for(key: &str) -> String {
         (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
         _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
         _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed".into(),
+        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, models, default_model"
+            .into(),
     }
 }
 
@@ -411,6 +419,9 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
     loaded.config.plugins.resolve_relative_to(base);
     for server in loaded.config.mcp_servers.values_mut() {
         server.resolve_relative_to(base);
+    }
+    for model in loaded.config.models.models.values_mut() {
+        model.resolve_relative_to(base);
     }
     Ok(loaded)
 }
@@ -583,6 +594,12 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     )?;
     let mcp_servers =
         crate::mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
+    let models = crate::model::settings::validate(
+        raw.models.unwrap_or_default(),
+        raw.default_model,
+        file,
+        &mut warnings,
+    )?;
     let defaults = ToolSearchConfig::default();
     let raw_search = match raw.tools.and_then(|t| t.tool_search) {
         None | Some(RawToolSearchSetting::Bool(true)) => RawToolSearch::default(),
@@ -665,6 +682,7 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
             guardrails,
             approval,
             feed,
+            models,
         },
         warnings,
     })
