@@ -8,39 +8,20 @@
 #[path = "support/mcp.rs"]
 mod mcp;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use quiver_runtime::bridge::{self, BridgeOutcome};
 use quiver_runtime::mcp::ServerState;
 use serde_json::json;
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts the test server in HTTP mode on a free 127.0.0.1 port; returns
 /// it and its URL.
-fn http_server(args: &[&str]) -> (Server, String) {
-    let mut child = Command::new(quiver_tests::mcp_test_server())
-        .args(["--http", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_owned();
+fn http_server(args: &[&str]) -> (quiver_tests::KillOnDrop, String) {
+    let mut command = Command::new(quiver_tests::mcp_test_server());
+    command.args(["--http", "127.0.0.1:0"]).args(args);
+    let (server, url) = quiver_tests::spawn_serving_url(command);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    (Server(child), url)
+    (server, url)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -162,6 +162,14 @@ pub struct Config {
     pub feed: crate::dispatch::settings::FeedConfig,
     /// `core_tools`.
     pub core_tools: crate::core_tools::CoreToolsConfig,
+    /// `models` and `default_model`.
+    pub models: crate::model::settings::ModelsConfig,
+    /// `serve`.
+    pub serve: crate::daemon::settings::ServeConfig,
+    /// `agent`.
+    pub agent: crate::daemon::settings::AgentConfig,
+    /// `gateway`.
+    pub gateway: crate::daemon::settings::GatewayConfig,
 }
 
 /// A value that was out of range and was clamped.
@@ -243,6 +251,11 @@ struct RawConfig {
     approval: Option<crate::dispatch::settings::RawApproval>,
     feed: Option<crate::dispatch::settings::RawFeed>,
     core_tools: Option<crate::core_tools::settings::RawCoreTools>,
+    models: Option<crate::model::settings::RawModels>,
+    default_model: Option<Spanned<String>>,
+    serve: Option<crate::daemon::settings::RawServe>,
+    agent: Option<crate::daemon::settings::RawAgent>,
+    gateway: Option<crate::daemon::settings::RawGateway>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -368,11 +381,16 @@ fn allowed_for(key: &str) -> String {
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
         ("<root>", _) | (".", _) => {
-            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools"
-                .into()
+            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway".into()
         }
         _ if crate::core_tools::settings::allowed_for(key).is_some() => {
             crate::core_tools::settings::allowed_for(key).unwrap_or_default()
+        }
+        _ if crate::model::settings::allowed_for(key).is_some() => {
+            crate::model::settings::allowed_for(key).unwrap_or_default()
+        }
+        _ if crate::daemon::settings::allowed_for(key).is_some() => {
+            crate::daemon::settings::allowed_for(key).unwrap_or_default()
         }
         _ if crate::dispatch::settings::allowed_for(key).is_some() => {
             crate::dispatch::settings::allowed_for(key).unwrap_or_default()
@@ -401,7 +419,7 @@ fn allowed_for(key: &str) -> String {
         (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
         _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
         _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools".into(),
+        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway".into(),
     }
 }
 
@@ -418,8 +436,12 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
     let base = path.parent().unwrap_or(Path::new("."));
     loaded.config.plugins.resolve_relative_to(base);
     loaded.config.core_tools.resolve_relative_to(base);
+    loaded.config.serve.resolve_relative_to(base);
     for server in loaded.config.mcp_servers.values_mut() {
         server.resolve_relative_to(base);
+    }
+    for model in loaded.config.models.models.values_mut() {
+        model.resolve_relative_to(base);
     }
     Ok(loaded)
 }
@@ -592,8 +614,22 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     )?;
     let mcp_servers =
         crate::mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
+    let serve = crate::daemon::settings::validate_serve(raw.serve.unwrap_or_default(), file)?;
+    let agent =
+        crate::daemon::settings::validate_agent(raw.agent.unwrap_or_default(), file, &mut warnings)?;
+    let gateway = crate::daemon::settings::validate_gateway(
+        raw.gateway.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
     let core_tools = crate::core_tools::settings::validate_core_tools(
         raw.core_tools.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
+    let models = crate::model::settings::validate(
+        raw.models.unwrap_or_default(),
+        raw.default_model,
         file,
         &mut warnings,
     )?;
@@ -680,6 +716,10 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
             approval,
             feed,
             core_tools,
+            models,
+            serve,
+            agent,
+            gateway,
         },
         warnings,
     })

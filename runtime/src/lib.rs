@@ -14,7 +14,8 @@
 //!   the activity feed;
 //! - [`search`]: BM25 retrieval behind `tool_search`;
 //! - [`plugins`]: `.so` tool plugins, hot-reloaded, called on a blocking pool;
-//! - [`mcp`]: MCP servers (stdio and Streamable HTTP) through rmcp.
+//! - [`mcp`]: MCP servers (stdio and Streamable HTTP) through rmcp;
+//! - [`model`]: model providers (OpenAI-compatible and Anthropic clients).
 //!
 //! ```
 //! use quiver_runtime::{assembly::Assembler, config::ToolSearchConfig, registry::ToolRegistry};
@@ -44,6 +45,7 @@ pub mod enhanced;
 pub mod eval;
 pub mod listing;
 pub mod mcp;
+pub mod model;
 pub mod naming;
 pub mod plugins;
 pub mod registry;

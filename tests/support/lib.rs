@@ -1,8 +1,9 @@
 //! Helpers shared by the end-to-end tests: where the shared reference
 //! catalogs are, and the `quiver` binary built from this workspace.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// The workspace root.
@@ -245,15 +246,52 @@ pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> b
     }
 }
 
-/// Builds the test MCP servers (`tests/servers`, written with rmcp) once
-/// per test process, with the same profile as the test binary, and returns
-/// the path of `quiver-test-mcp-server`.
-pub fn mcp_test_server() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        cargo_build(&["-p", "quiver-test-mcp-servers"], "the test MCP servers")
-            .join("quiver-test-mcp-server")
-    })
+/// Builds the test servers (`tests/servers`: the MCP servers written with
+/// rmcp and the scripted model server) once per test process, with the same
+/// profile as the test binary, and returns the directory of their binaries.
+fn test_servers_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| cargo_build(&["-p", "quiver-test-mcp-servers"], "the test servers"))
+}
+
+/// The path of `quiver-test-mcp-server` (built on first use).
+pub fn mcp_test_server() -> PathBuf {
+    test_servers_dir().join("quiver-test-mcp-server")
+}
+
+/// The path of `quiver-scripted-model` (built on first use).
+pub fn scripted_model_server() -> PathBuf {
+    test_servers_dir().join("quiver-scripted-model")
+}
+
+/// A child process that is killed (and reaped) when dropped.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a test server that prints its URL as its first line of stdout
+/// (stdin closed) and returns it with that URL, which must be on
+/// 127.0.0.1.
+pub fn spawn_serving_url(mut command: Command) -> (KillOnDrop, String) {
+    let mut child = match command.stdin(Stdio::null()).stdout(Stdio::piped()).spawn() {
+        Ok(child) => KillOnDrop(child),
+        Err(error) => panic!("cannot start {command:?}: {error}"),
+    };
+    let mut line = String::new();
+    if let Some(stdout) = child.0.stdout.take() {
+        let _ = BufReader::new(stdout).read_line(&mut line);
+    }
+    let url = line.trim().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") || url.starts_with("https://127.0.0.1:"),
+        "{command:?} printed {url:?} instead of its URL"
+    );
+    (child, url)
 }
 
 /// `tests/third_party`: where `.ci/run` installs the third-party MCP servers.
