@@ -121,6 +121,9 @@ pub struct PluginsConfig {
     pub reload_warn_after: u64,
     /// Plugin file name (without `.so`) to the lowercase hex sha256 it must have.
     pub pin: BTreeMap<String, String>,
+    /// Globs over file names: only matching plugin files are loaded
+    /// (empty: every `*.so`).
+    pub include: Vec<String>,
 }
 
 impl Default for PluginsConfig {
@@ -131,11 +134,27 @@ impl Default for PluginsConfig {
             call_timeout_ms: 30_000,
             reload_warn_after: 100,
             pin: BTreeMap::new(),
+            include: Vec::new(),
         }
     }
 }
 
 impl PluginsConfig {
+    /// The `include` globs as one set (`None` when empty). Each was checked
+    /// when the config was validated.
+    pub fn include_set(&self) -> Option<GlobSet> {
+        if self.include.is_empty() {
+            return None;
+        }
+        let mut builder = GlobSetBuilder::new();
+        for glob in &self.include {
+            if let Ok(glob) = Glob::new(glob) {
+                builder.add(glob);
+            }
+        }
+        builder.build().ok()
+    }
+
     fn resolve_relative_to(&mut self, base: &Path) {
         for dir in self.dirs.iter_mut().chain(self.state_dir.as_mut()) {
             if dir.is_relative() {
@@ -266,6 +285,7 @@ struct RawPlugins {
     call_timeout_ms: Option<Spanned<i64>>,
     reload_warn_after: Option<Spanned<i64>>,
     pin: Option<BTreeMap<String, Spanned<String>>>,
+    include: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -370,7 +390,7 @@ const RELOAD_WARN_AFTER: IntKey = IntKey {
     min: 1,
     max: 100_000,
 };
-const PLUGINS_KEYS: &str = "dirs, state_dir, call_timeout_ms, reload_warn_after, pin";
+const PLUGINS_KEYS: &str = "dirs, include, state_dir, call_timeout_ms, reload_warn_after, pin";
 const SEARCH_DEFAULT_LIMIT: &str = "tools.tool_search.search_default_limit";
 
 const TOOL_SEARCH_KEYS: &str = "enabled, threshold_pct, search_default_limit, max_search_limit, listing, listing_max_tokens, eager, mode";
@@ -401,6 +421,9 @@ fn allowed_for(key: &str) -> String {
         ("plugins", _) => format!("a map with keys {PLUGINS_KEYS}"),
         ("plugins.dirs", _) => "a list of directory paths".into(),
         ("plugins.state_dir", _) => "a directory path".into(),
+        _ if key.starts_with("plugins.include") => {
+            "a list of file-name globs, e.g. [\"libquiver_plugin_*.so\"]".into()
+        }
         ("plugins.call_timeout_ms", _) => "an integer from 1 to 600000".into(),
         ("plugins.reload_warn_after", _) => "an integer from 1 to 100000".into(),
         _ if key.starts_with("plugins.pin") => {
@@ -447,8 +470,27 @@ pub fn load_file(path: &Path) -> Result<LoadedConfig, ConfigError> {
 }
 
 /// The embedded default configuration.
+///
+/// Its plugin directories and its stdio MCP commands written `./NAME` are
+/// relative to the running executable's directory (the bundled plugins and
+/// example server sit beside `quiver`); everything else relative is
+/// relative to the current directory.
 pub fn embedded_default() -> Result<LoadedConfig, ConfigError> {
-    parse(EMBEDDED_DEFAULT, "<embedded default>")
+    let mut loaded = parse(EMBEDDED_DEFAULT, "<embedded default>")?;
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
+        for plugin_dir in loaded.config.plugins.dirs.iter_mut() {
+            if plugin_dir.is_relative() {
+                *plugin_dir = dir.join(&*plugin_dir).components().collect();
+            }
+        }
+        for server in loaded.config.mcp_servers.values_mut() {
+            server.resolve_dot_command(&dir);
+        }
+    }
+    Ok(loaded)
 }
 
 /// Parses and validates config text; `file` names it in messages.
@@ -585,12 +627,27 @@ fn validate_plugins(
         }
         pin.insert(name, value);
     }
+    let mut include = Vec::new();
+    for (index, glob) in raw.include.unwrap_or_default().into_iter().enumerate() {
+        if let Err(e) = Glob::new(&glob.value) {
+            return Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                line: glob.referenced.line() as u32,
+                column: glob.referenced.column() as u32,
+                key: format!("plugins.include[{index}]"),
+                message: format!("`{}` is not a valid glob: {}", glob.value, e.kind()),
+                allowed: allowed_for("plugins.include"),
+            });
+        }
+        include.push(glob.value);
+    }
     Ok(PluginsConfig {
         dirs,
         state_dir: raw.state_dir.map(|s| PathBuf::from(s.value)),
         call_timeout_ms: call_timeout_ms as u64,
         reload_warn_after: reload_warn_after as u64,
         pin,
+        include,
     })
 }
 
@@ -615,8 +672,11 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
     let mcp_servers =
         crate::mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
     let serve = crate::daemon::settings::validate_serve(raw.serve.unwrap_or_default(), file)?;
-    let agent =
-        crate::daemon::settings::validate_agent(raw.agent.unwrap_or_default(), file, &mut warnings)?;
+    let agent = crate::daemon::settings::validate_agent(
+        raw.agent.unwrap_or_default(),
+        file,
+        &mut warnings,
+    )?;
     let gateway = crate::daemon::settings::validate_gateway(
         raw.gateway.unwrap_or_default(),
         file,

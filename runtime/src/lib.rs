@@ -34,12 +34,14 @@
 //! assert_eq!(hits[0].tool.name(), "mcp_github_create_issue");
 //! ```
 
+pub mod agent;
 pub mod assembly;
 pub mod bridge;
 pub mod catalog;
 pub mod catalog_file;
 pub mod config;
 pub mod core_tools;
+pub mod daemon;
 pub mod dispatch;
 pub mod enhanced;
 pub mod eval;
@@ -51,5 +53,6 @@ pub mod plugins;
 pub mod registry;
 pub mod scope;
 pub mod search;
+pub mod store;
 pub mod tokens;
 pub mod tool;

@@ -17,7 +17,10 @@ use quiver_runtime::registry::ToolRegistry;
 use quiver_runtime::scope::Scope;
 
 mod call_cli;
+mod chat_cli;
+mod example_server;
 mod plugin_cli;
+mod serve_cli;
 mod status_cli;
 
 #[derive(Parser)]
@@ -33,6 +36,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon: the HTTP API and MCP gateway (or the gateway on stdio).
+    Serve(serve_cli::ServeArgs),
+    /// Talk to a configured model with the configured tools, in this terminal.
+    Chat(chat_cli::ChatArgs),
     /// Check configuration files.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -42,10 +49,12 @@ enum Command {
     /// Write, check and list `.so` tool plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
-    /// Connect the configured MCP servers for a few seconds and print their states.
+    /// Show the plugins, MCP servers and sessions (asking the running daemon, if any).
     Status(status_cli::StatusArgs),
     /// Run one tool call through the dispatch chain, as the daemon would.
     Call(call_cli::CallArgs),
+    /// The example notes MCP server of the embedded default config (stdio).
+    ExampleMcpServer(example_server::ExampleServerArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +149,9 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Serve(args) => serve_cli::run(args),
+        Command::Chat(args) => chat_cli::run(args),
+        Command::ExampleMcpServer(args) => example_server::run(args).map(|()| ExitCode::SUCCESS),
         Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),

@@ -194,6 +194,9 @@ struct RegistryState {
 pub struct ToolRegistry {
     state: Mutex<RegistryState>,
     current: RwLock<Arc<RegistrySnapshot>>,
+    /// The generation of the latest snapshot, for whoever must react to a
+    /// change (the MCP gateway's `list_changed`) instead of polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 static NEXT_REGISTRY_ID: AtomicU64 = AtomicU64::new(1);
@@ -217,7 +220,14 @@ impl ToolRegistry {
                 registry_id,
                 ..RegistrySnapshot::default()
             })),
+            changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// A receiver that sees the generation of every new snapshot (the
+    /// latest one only: a burst of changes may be seen as one).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The current snapshot.
@@ -301,6 +311,8 @@ impl ToolRegistry {
         state.generation += 1;
         let snapshot = Arc::new(build_snapshot(state));
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = snapshot.clone();
+        // Sent under the state lock, so generations arrive in order.
+        self.changes.send_replace(snapshot.generation);
         snapshot
     }
 }

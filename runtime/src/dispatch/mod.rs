@@ -352,15 +352,35 @@ pub fn standard_chain(parts: ChainParts) -> Chain {
 /// The entry point for a session's tool calls: unwraps `tool_call`,
 /// answers `tool_search` and `tool_describe`, checks the session's scope,
 /// runs the chain and records everything in the session's feed.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Dispatcher {
     chain: Chain,
+    status: Option<Arc<dyn crate::mcp::McpStatusView>>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("chain", &self.chain)
+            .field("status", &self.status.is_some())
+            .finish()
+    }
 }
 
 impl Dispatcher {
     /// A dispatcher running `chain`.
     pub fn new(chain: Chain) -> Dispatcher {
-        Dispatcher { chain }
+        Dispatcher {
+            chain,
+            status: None,
+        }
+    }
+
+    /// Lets an empty `tool_search` result name the session's MCP servers
+    /// that are still connecting, failing or disabled.
+    pub fn with_mcp_status(mut self, status: Arc<dyn crate::mcp::McpStatusView>) -> Dispatcher {
+        self.status = Some(status);
+        self
     }
 
     /// Handles the model's call of `name` with `arguments` in `session`,
@@ -377,7 +397,14 @@ impl Dispatcher {
         if assembly.has_bridge() && (name == TOOL_SEARCH || name == TOOL_DESCRIBE) {
             let started = Instant::now();
             let answer = match name {
-                TOOL_SEARCH => bridge::search(assembly, arguments),
+                TOOL_SEARCH => match &self.status {
+                    Some(status) => {
+                        let scoped =
+                            crate::mcp::ScopedStatus::new(status.as_ref(), session.scope());
+                        bridge::search_with_status(assembly, arguments, Some(&scoped))
+                    }
+                    None => bridge::search(assembly, arguments),
+                },
                 _ => bridge::describe(assembly, arguments),
             };
             let (status, detail) = match &answer {

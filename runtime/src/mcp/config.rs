@@ -196,6 +196,15 @@ impl McpServerConfig {
         }
     }
 
+    /// A stdio command written `./NAME` becomes `BASE/NAME`.
+    pub(crate) fn resolve_dot_command(&mut self, base: &std::path::Path) {
+        if let McpTransportConfig::Stdio { command, .. } = &mut self.transport
+            && let Some(rest) = command.strip_prefix("./")
+        {
+            *command = base.join(rest).to_string_lossy().into_owned();
+        }
+    }
+
     pub(crate) fn resolve_relative_to(&mut self, base: &std::path::Path) {
         if let McpTransportConfig::Stdio { cwd: Some(cwd), .. } = &mut self.transport
             && cwd.is_relative()

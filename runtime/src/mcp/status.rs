@@ -3,13 +3,13 @@
 //! connecting"). The bridge reads it through [`McpStatusView`], so it does
 //! not depend on how servers are run.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::scope::Scope;
 use crate::tool::ToolSource;
 
 /// One server's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ServerState {
     /// `enabled: false`: never started.

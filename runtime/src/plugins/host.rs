@@ -42,6 +42,8 @@ pub struct PluginHostOptions {
     pub stable_wait: Duration,
     /// Consecutive timeouts after which a plugin is unhealthy.
     pub unhealthy_after: u32,
+    /// Only plugin files whose name matches are loaded (`None`: all).
+    pub include: Option<globset::GlobSet>,
 }
 
 impl PluginHostOptions {
@@ -56,6 +58,7 @@ impl PluginHostOptions {
             dev: false,
             stable_wait: Duration::from_millis(50),
             unhealthy_after: UNHEALTHY_AFTER_TIMEOUTS,
+            include: None,
         }
     }
 
@@ -67,6 +70,7 @@ impl PluginHostOptions {
             reload_warn_after: config.reload_warn_after,
             pin: config.pin.clone(),
             dev,
+            include: config.include_set(),
             ..PluginHostOptions::new(state_dir)
         }
     }
@@ -274,6 +278,17 @@ impl PluginHost {
         self.loaded_total.load(Ordering::Relaxed)
     }
 
+    /// Whether `path` is a plugin file this host loads: a `*.so` (not a
+    /// dotfile, not `*.tmp`) whose name matches `plugins.include`.
+    pub fn accepts(&self, path: &Path) -> bool {
+        is_plugin_file(path)
+            && self
+                .options
+                .include
+                .as_ref()
+                .is_none_or(|set| path.file_name().is_some_and(|name| set.is_match(name)))
+    }
+
     /// Loads every plugin file of `dirs` (sorted by path).
     pub fn load_dirs(&self, dirs: &[PathBuf]) -> Vec<(PathBuf, ReloadOutcome)> {
         let mut out = Vec::new();
@@ -286,7 +301,7 @@ impl PluginHost {
                 }
             };
             paths.sort();
-            for path in paths.into_iter().filter(|p| is_plugin_file(p)) {
+            for path in paths.into_iter().filter(|p| self.accepts(p)) {
                 let outcome = self.reload_path(&path);
                 out.push((path, outcome));
             }
@@ -305,7 +320,7 @@ impl PluginHost {
     /// (Re)loads the plugin file at `path`: a new generation when its hash
     /// changed; on failure the previous generation keeps serving.
     pub fn reload_path(&self, path: &Path) -> ReloadOutcome {
-        if !is_plugin_file(path) {
+        if !self.accepts(path) {
             return ReloadOutcome::Ignored;
         }
         let _serial = self.reloads.lock().unwrap_or_else(PoisonError::into_inner);

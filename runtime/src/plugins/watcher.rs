@@ -13,7 +13,6 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
 use super::PluginError;
-use super::files::is_plugin_file;
 use super::host::PluginHost;
 
 /// Debounce used when none is given.
@@ -50,7 +49,7 @@ impl PluginWatcher {
                             for path in &event.paths {
                                 let in_root =
                                     path.parent().is_some_and(|p| roots.iter().any(|r| r == p));
-                                if in_root && is_plugin_file(path) {
+                                if in_root && host.accepts(path) {
                                     paths.insert(path.clone());
                                 }
                             }

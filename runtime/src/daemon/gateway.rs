@@ -1,0 +1,335 @@
+//! The MCP gateway: the daemon as an MCP server (rmcp), over stdio
+//! (`quiver serve --stdio`) or Streamable HTTP (`/mcp`). A client sees the
+//! assembled view of its grant, exactly as a model would: core tools, the
+//! bridge tools with the deferred listing (or every tool, at tier 0), and
+//! nothing outside its grant. Its calls run through the dispatch chain in a
+//! session of its own (`gateway-NAME`), and it is told
+//! `notifications/tools/list_changed` whenever what it would see changes
+//! (a plugin reload, an MCP server's tools coming or going).
+//!
+//! Both notification paths of the protocol are served: clients that
+//! initialize a session (protocol versions before 2026-07-28) get the
+//! notification on their session; newer clients get it on the
+//! `subscriptions/listen` stream they open.
+
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::{Daemon, DaemonError, LiveSession};
+
+/// Who a gateway connection acts as, and what it was granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayIdentity {
+    /// The client's name (`stdio`, `daemon` for the daemon's own token, or
+    /// a gateway client's name); its session is `gateway-NAME`.
+    pub client: String,
+    /// Its grant.
+    pub grants: Vec<String>,
+}
+
+/// The rmcp server handler of the gateway. One per stdio connection, or
+/// one per Streamable HTTP session (the HTTP auth layer puts the caller's
+/// [`GatewayIdentity`] in the request's extensions).
+#[derive(Clone)]
+pub struct GatewayHandler {
+    daemon: Arc<Daemon>,
+    identity: Arc<OnceLock<GatewayIdentity>>,
+}
+
+impl std::fmt::Debug for GatewayHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayHandler")
+            .field("identity", &self.identity.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GatewayHandler {
+    /// A handler acting as `identity` (stdio).
+    pub fn fixed(daemon: Arc<Daemon>, identity: GatewayIdentity) -> GatewayHandler {
+        let cell = OnceLock::new();
+        let _ = cell.set(identity);
+        GatewayHandler {
+            daemon,
+            identity: Arc::new(cell),
+        }
+    }
+
+    /// A handler that learns its identity from each HTTP request.
+    pub fn http(daemon: Arc<Daemon>) -> GatewayHandler {
+        GatewayHandler {
+            daemon,
+            identity: Arc::new(OnceLock::new()),
+        }
+    }
+
+    fn identity(&self, extensions: &rmcp::model::Extensions) -> Result<GatewayIdentity, ErrorData> {
+        let from_request = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<GatewayIdentity>())
+            .cloned();
+        match (from_request, self.identity.get()) {
+            (Some(identity), _) => {
+                let _ = self.identity.set(identity.clone());
+                Ok(identity)
+            }
+            (None, Some(identity)) => Ok(identity.clone()),
+            (None, None) => Err(ErrorData::invalid_request(
+                "the gateway could not tell who is calling",
+                None,
+            )),
+        }
+    }
+
+    fn session(&self, identity: &GatewayIdentity) -> Result<Arc<LiveSession>, ErrorData> {
+        self.daemon
+            .gateway_session(&identity.client, &identity.grants)
+            .map_err(|e| internal(&e))
+    }
+
+    /// Calls `send` each time the tools `identity` sees change, until
+    /// `stop` completes or `send` fails.
+    fn watch_tools<S, SF, T>(
+        &self,
+        identity: GatewayIdentity,
+        mut send: S,
+        stop: T,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        S: FnMut() -> SF + Send + 'static,
+        SF: Future<Output = bool> + Send,
+        T: Future<Output = ()> + Send + 'static,
+    {
+        let daemon = self.daemon.clone();
+        async move {
+            let Ok(live) = daemon.gateway_session(&identity.client, &identity.grants) else {
+                return;
+            };
+            let mut changes = daemon.registry().subscribe();
+            let mut last = tools_digest(&daemon, &live);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => break,
+                    changed = changes.changed() => if changed.is_err() { break },
+                }
+                let now = tools_digest(&daemon, &live);
+                if now != last {
+                    last = now;
+                    if !send().await {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A fingerprint of the tools array a session would be sent now.
+fn tools_digest(daemon: &Daemon, live: &LiveSession) -> u64 {
+    let assembly = daemon.assemble(&live.session, live.record.context_tokens);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    Value::from(assembly.tools().to_vec())
+        .to_string()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+fn internal(error: &DaemonError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+/// An OpenAI-style function definition as an MCP tool.
+fn mcp_tool(definition: &Value) -> Option<Tool> {
+    let function = definition.get("function")?;
+    let name = function.get("name")?.as_str()?.to_owned();
+    let description = function
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let schema: JsonObject = match function.get("parameters") {
+        Some(Value::Object(map)) => map.clone(),
+        _ => JsonObject::new(),
+    };
+    Some(Tool::new(name, description, schema))
+}
+
+/// A dispatch result as an MCP tool result: MCP tools' own content blocks
+/// pass through; anything else is one text block (plus structured content
+/// for objects).
+fn call_result(value: Value) -> CallToolResult {
+    if let Some(blocks) = value
+        .get("content")
+        .and_then(|c| serde_json::from_value::<Vec<ContentBlock>>(c.clone()).ok())
+    {
+        let mut result = CallToolResult::success(blocks);
+        result.structured_content = value.get("structured_content").cloned();
+        return result;
+    }
+    match value {
+        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        other => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(other.to_string())]);
+            if other.is_object() {
+                result.structured_content = Some(other);
+            }
+            result
+        }
+    }
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("quiver", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Quiver gateway: tools not listed directly are found with tool_search, \
+             read with tool_describe and run with tool_call.",
+        )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.identity(&context.extensions)?;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Ok(identity) = self.identity(&context.extensions) else {
+            return;
+        };
+        let peer = context.peer.clone();
+        let closed = context.peer.clone();
+        let watch = self.watch_tools(
+            identity,
+            move || {
+                let peer = peer.clone();
+                async move { peer.notify_tool_list_changed().await.is_ok() }
+            },
+            // rmcp has no "closed" future; a closed peer also fails `send`.
+            async move {
+                while !closed.is_transport_closed() {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            },
+        );
+        tokio::spawn(watch);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let identity = self.identity(&context.request_context().extensions)?;
+        let sink = context.sink().clone();
+        let cancelled = context.request_context().ct.clone();
+        self.watch_tools(
+            identity,
+            move || {
+                let sink = sink.clone();
+                async move { sink.notify_tool_list_changed().await.is_ok() }
+            },
+            async move { cancelled.cancelled_owned().await },
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let identity = self.identity(&context.extensions)?;
+        let live = self.session(&identity)?;
+        let assembly = self
+            .daemon
+            .assemble(&live.session, live.record.context_tokens);
+        let tools = assembly.tools().iter().filter_map(mcp_tool).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let identity = self.identity(&context.extensions)?;
+        let live = self.session(&identity)?;
+        let assembly = self
+            .daemon
+            .assemble(&live.session, live.record.context_tokens);
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let dispatch =
+            self.daemon
+                .dispatcher()
+                .dispatch(&live.session, &assembly, &request.name, &arguments);
+        let result = tokio::select! {
+            result = dispatch => result,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the call was cancelled by the client", None));
+            }
+        };
+        Ok(match result {
+            Ok(value) => call_result(value),
+            // Tool errors are results the model reads, as with a direct call.
+            Err(error) => {
+                CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
+            }
+        }
+        .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn function_definitions_become_mcp_tools() {
+        let tool = mcp_tool(&json!({"type": "function", "function": {
+            "name": "tool_search", "description": "Find tools", "parameters": {"type": "object"}}}))
+        .unwrap();
+        assert_eq!(tool.name, "tool_search");
+        assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
+        assert!(mcp_tool(&json!({"type": "function"})).is_none());
+    }
+
+    #[test]
+    fn mcp_content_passes_through_and_other_values_become_text() {
+        let mcp = call_result(
+            json!({"content": [{"type": "text", "text": "hi"}], "structured_content": {"a": 1}}),
+        );
+        assert_eq!(mcp.structured_content, Some(json!({"a": 1})));
+        assert_eq!(mcp.content.len(), 1);
+        let plain = call_result(json!({"sum": 3}));
+        assert_eq!(plain.structured_content, Some(json!({"sum": 3})));
+        let text = call_result(json!("done"));
+        assert!(text.structured_content.is_none());
+    }
+}

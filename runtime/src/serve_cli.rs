@@ -1,0 +1,182 @@
+//! `quiver serve`: runs the daemon. Over HTTP (the API under `/v1` and the
+//! MCP gateway at `/mcp`, on loopback unless `--allow-non-loopback`), or
+//! as an MCP server on stdin/stdout with `--stdio` (for `claude mcp add`
+//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use rmcp::ServiceExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use quiver_runtime::config::Config;
+use quiver_runtime::daemon::gateway::{GatewayHandler, GatewayIdentity};
+use quiver_runtime::daemon::{Daemon, DaemonOptions, api, auth};
+use quiver_runtime::dispatch::approval::DenyAll;
+
+/// The file in the state directory that tells other commands where a
+/// running daemon listens.
+pub const DAEMON_FILE: &str = "daemon.json";
+
+/// `quiver serve` arguments.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on, overriding `serve.listen` (port 0: any free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// State directory, overriding `serve.state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Allow listening on an address other than loopback.
+    #[arg(long)]
+    allow_non_loopback: bool,
+    /// Serve the MCP gateway on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// With --stdio: toolsets or tool globs granted to the client (default: `gateway.grants`).
+    #[arg(long = "grant")]
+    grants: Vec<String>,
+    /// Relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
+}
+
+/// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let mut config = crate::load_config(args.config.as_deref())?.config;
+    if let Some(listen) = args.listen {
+        config.serve.listen = listen;
+    }
+    if let Some(dir) = &args.state_dir {
+        config.serve.state_dir = Some(dir.clone());
+    }
+    if !args.stdio && !config.serve.listen.ip().is_loopback() && !args.allow_non_loopback {
+        bail!(
+            "refusing to listen on {}: not a loopback address; pass --allow-non-loopback to accept connections from other machines",
+            config.serve.listen
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        if args.stdio {
+            serve_stdio(config, args.grants, args.dev).await
+        } else {
+            serve_http(config, args.allow_non_loopback, args.dev).await
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<()> {
+    let grants = if grants.is_empty() {
+        config.gateway.grants.clone()
+    } else {
+        grants
+    };
+    // stdin and stdout carry the protocol: nobody can be asked.
+    let daemon = Daemon::start(
+        config,
+        DaemonOptions {
+            dev,
+            approver: Some(Arc::new(DenyAll)),
+            watch_plugins: true,
+        },
+    )
+    .await?;
+    let handler = GatewayHandler::fixed(
+        daemon.clone(),
+        GatewayIdentity {
+            client: "stdio".to_owned(),
+            grants,
+        },
+    );
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("MCP handshake on stdio failed")?;
+    let outcome = running.waiting().await;
+    daemon.shutdown().await;
+    outcome.context("MCP session on stdio failed")?;
+    // stdin's blocking reader may still hold the runtime; the session is over.
+    std::process::exit(0);
+}
+
+async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
+    let listen = config.serve.listen;
+    let daemon = Daemon::start(
+        config,
+        DaemonOptions {
+            dev,
+            approver: None,
+            watch_plugins: true,
+        },
+    )
+    .await?;
+    let token = auth::load_or_create_token(daemon.state_dir())?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let address = listener.local_addr()?;
+    let url = format!("http://{address}");
+    let token_file = auth::token_path(daemon.state_dir());
+    let daemon_file = daemon.state_dir().join(DAEMON_FILE);
+    write_daemon_file(&daemon_file, &url, &token_file)?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "quiver listening on {url} (API {url}/v1, MCP gateway {url}/mcp); token in {}",
+            token_file.display()
+        )?;
+        out.flush()?;
+    }
+    let shutdown = CancellationToken::new();
+    let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signal.cancel();
+    });
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await;
+    let _ = std::fs::remove_file(&daemon_file);
+    daemon.shutdown().await;
+    served.context("the HTTP server failed")
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn write_daemon_file(path: &Path, url: &str, token_file: &Path) -> Result<()> {
+    let body = json!({"url": url, "pid": std::process::id(), "token_file": token_file});
+    let temporary = path.with_extension("json.tmp");
+    std::fs::write(&temporary, body.to_string())
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
