@@ -1,0 +1,256 @@
+//! Daemon helpers shared by the `daemon_*` end-to-end tests (included with
+//! `#[path = "support/daemon.rs"] mod daemon;`): `quiver serve` started as
+//! a real process on 127.0.0.1 with a config written into a scratch
+//! directory, the real text plugin and our rmcp test MCP server as tool
+//! sources, and an HTTP client carrying the daemon's token.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A scratch directory with a plugin directory holding the real text
+/// plugin, a core-tools workspace, and the paths a config needs.
+pub struct Fixture {
+    /// The scratch directory (removed on drop).
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// Makes `plugins/` (with the text plugin installed) and `work/`.
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("plugins")).unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        quiver_tests::install_plugin(
+            &quiver_tests::plugin_so("text"),
+            &dir.path().join("plugins"),
+            "text.so",
+        );
+        Fixture { dir }
+    }
+
+    /// The scratch directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The plugin directory the config watches.
+    pub fn plugins(&self) -> PathBuf {
+        self.path().join("plugins")
+    }
+
+    /// The core tools' workspace.
+    pub fn work(&self) -> PathBuf {
+        self.path().join("work")
+    }
+
+    /// The state directory.
+    pub fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    /// A config with the text plugin, the rmcp test server as MCP server
+    /// `test`, the core tools, the model `scripted` at `model_url` (its
+    /// base URL, `/v1` is added) and `extra` YAML appended.
+    pub fn config(&self, model_url: &str, extra: &str) -> PathBuf {
+        let text = format!(
+            "plugins:\n  dirs: [{plugins}]\nmcp_servers:\n  test:\n    command: {server}\ncore_tools:\n  workspace: {work}\nmodels:\n  scripted:\n    provider: openai\n    base_url: {model_url}/v1\n    model: scripted\n    max_retries: 0\n    context_tokens: 64000\ndefault_model: scripted\n{extra}",
+            plugins = self.plugins().display(),
+            server = quiver_tests::mcp_test_server().display(),
+            work = self.work().display(),
+        );
+        let path = self.path().join("quiver.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// A running `quiver serve`; stopped (SIGTERM, then killed) when dropped.
+pub struct TestDaemon {
+    child: Option<quiver_tests::KillOnDrop>,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The daemon's bearer token.
+    pub token: String,
+    client: reqwest::Client,
+}
+
+impl TestDaemon {
+    /// Starts `quiver serve --config CONFIG --state-dir STATE --listen 127.0.0.1:0`
+    /// and waits until it listens.
+    pub fn start(config: &Path, state: &Path) -> TestDaemon {
+        TestDaemon::start_with(config, state, &[])
+    }
+
+    /// As [`TestDaemon::start`], with more arguments.
+    pub fn start_with(config: &Path, state: &Path, args: &[&str]) -> TestDaemon {
+        let mut command = Command::new(quiver_tests::quiver_bin());
+        command.arg("serve").arg("--config").arg(config).args(args);
+        TestDaemon::spawn(command, state)
+    }
+
+    /// Runs `command` (a `quiver serve` without `--listen` and
+    /// `--state-dir`, which are added) and waits until it listens.
+    pub fn spawn(mut command: Command, state: &Path) -> TestDaemon {
+        command
+            .args(["--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let mut child = quiver_tests::KillOnDrop(command.spawn().unwrap());
+        let mut line = String::new();
+        BufReader::new(child.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://127.0.0.1:"))
+            .unwrap_or_else(|| panic!("quiver serve printed {line:?}"))
+            .to_owned();
+        let token = std::fs::read_to_string(state.join("token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        TestDaemon {
+            child: Some(child),
+            url,
+            token,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.0.id()).unwrap_or(0)
+    }
+
+    /// `GET path` with the token: (status, JSON body).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        decode(response).await
+    }
+
+    /// `POST path` with the token and a JSON body: (status, JSON body).
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        decode(response).await
+    }
+
+    /// Creates a session; returns its id.
+    pub async fn session(&self, body: Value) -> String {
+        let (status, session) = self.post("/v1/sessions", body).await;
+        assert_eq!(status, 201, "{session}");
+        session["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Posts a message to a session and returns the turn's outcome.
+    pub async fn say(&self, session: &str, text: &str) -> Value {
+        let (status, outcome) = self
+            .post(
+                &format!("/v1/sessions/{session}/messages"),
+                json!({"content": text}),
+            )
+            .await;
+        assert_eq!(status, 200, "{outcome}");
+        outcome
+    }
+
+    /// Reads the server-sent events of `path` until `count` have come (or
+    /// `timeout` passed); returns their `data` as JSON.
+    pub async fn events(&self, path: &str, count: usize, timeout: Duration) -> Vec<Value> {
+        let mut response = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let deadline = Instant::now() + timeout;
+        let mut buffer = String::new();
+        let mut events = Vec::new();
+        while events.len() < count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(Ok(Some(chunk))) = tokio::time::timeout(left, response.chunk()).await else {
+                break;
+            };
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let block: String = buffer.drain(..end + 2).collect();
+                for line in block.lines() {
+                    if let Some(data) = line.strip_prefix("data:") {
+                        events.push(serde_json::from_str(data.trim()).unwrap());
+                    }
+                }
+            }
+        }
+        events
+    }
+
+    /// Stops the daemon with SIGTERM and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.0.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                if let Ok(Some(status)) = child.0.try_wait() {
+                    assert!(status.success(), "quiver serve exited with {status}");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            panic!("quiver serve did not stop within 15 s of SIGTERM");
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        // KillOnDrop ends it if `stop` was not called.
+        self.child.take();
+    }
+}
+
+async fn decode(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text))
+    };
+    (status, body)
+}
+
+/// The names of an OpenAI-style tools array.
+pub fn tool_names(tools: &Value) -> Vec<String> {
+    tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
