@@ -37,7 +37,10 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
     assert_eq!(outcome["stop"], "answer", "{outcome}");
     assert_eq!(outcome["steps"], 5);
     let reply = outcome["reply"].as_str().unwrap();
-    assert!(reply.starts_with("done: ") && reply.contains("hello from mcp"), "{reply}");
+    assert!(
+        reply.starts_with("done: ") && reply.contains("hello from mcp"),
+        "{reply}"
+    );
     let calls: Vec<(String, String, bool)> = outcome["tool_calls"]
         .as_array()
         .unwrap()
@@ -66,7 +69,13 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
     assert_eq!(requests.len(), 5);
     let first_tools = &requests[0]["tools"];
     let names = tool_names(first_tools);
-    for expected in ["read_file", "run_command", "tool_search", "tool_describe", "tool_call"] {
+    for expected in [
+        "read_file",
+        "run_command",
+        "tool_search",
+        "tool_describe",
+        "tool_call",
+    ] {
         assert!(names.contains(&expected.to_owned()), "{names:?}");
     }
     assert!(!names.contains(&"word_count".to_owned()), "{names:?}");
@@ -78,17 +87,35 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
         .find(|t| t["function"]["name"] == "tool_search")
         .unwrap();
     let listing = search["function"]["description"].as_str().unwrap();
-    assert!(listing.contains("word_count") && listing.contains("mcp_test_echo"), "{listing}");
+    assert!(
+        listing.contains("word_count") && listing.contains("mcp_test_echo"),
+        "{listing}"
+    );
 
     // The results flowed back as tool messages.
     let last_message = |request: &serde_json::Value| {
-        request["messages"].as_array().unwrap().last().unwrap().clone()
+        request["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone()
     };
     let search_result = last_message(&requests[1]);
     assert_eq!(search_result["role"], "tool");
-    assert!(search_result["content"].as_str().unwrap().contains("\"word_count\""));
+    assert!(
+        search_result["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"word_count\"")
+    );
     let described = last_message(&requests[2]);
-    assert!(described["content"].as_str().unwrap().contains("input_schema"));
+    assert!(
+        described["content"]
+            .as_str()
+            .unwrap()
+            .contains("input_schema")
+    );
     let counted: serde_json::Value =
         serde_json::from_str(last_message(&requests[3])["content"].as_str().unwrap()).unwrap();
     assert_eq!(counted["words"], 3);
@@ -104,12 +131,27 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
         .collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
     );
 
     // The activity feed, replayed from the log, shows the real tools.
     let events = daemon
-        .events(&format!("/v1/sessions/{session}/events?after=0"), 4, Duration::from_secs(10))
+        .events(
+            &format!("/v1/sessions/{session}/events?after=0"),
+            4,
+            Duration::from_secs(10),
+        )
         .await;
     let lines: Vec<(String, bool, String)> = events
         .iter()
@@ -130,7 +172,12 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
             ("mcp_test_echo".into(), true, "ok".into()),
         ]
     );
-    assert!(events[2]["line"].as_str().unwrap().starts_with("word_count via tool_call  ok"));
+    assert!(
+        events[2]["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("word_count via tool_call  ok")
+    );
 }
 
 /// Waits until the test MCP server's tools are in the daemon's catalog.

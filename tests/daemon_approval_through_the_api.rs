@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 
 async fn pending(daemon: &TestDaemon, session: &str) -> Value {
     for _ in 0..400 {
-        let (_, body) = daemon.get(&format!("/v1/approvals?session={session}")).await;
+        let (_, body) = daemon
+            .get(&format!("/v1/approvals?session={session}"))
+            .await;
         if let Some(first) = body["approvals"].as_array().and_then(|a| a.first()) {
             return first.clone();
         }
@@ -53,25 +55,46 @@ async fn run_command_is_approved_or_denied_through_the_api() {
     });
     let request = pending(&daemon, &session).await;
     assert_eq!(request["tool"], "run_command");
-    assert_eq!(request["arguments"]["command"], "echo approved > made.txt && echo done");
-    assert!(!fixture.work().join("made.txt").exists(), "ran before approval");
+    assert_eq!(
+        request["arguments"]["command"],
+        "echo approved > made.txt && echo done"
+    );
+    assert!(
+        !fixture.work().join("made.txt").exists(),
+        "ran before approval"
+    );
     let id = request["id"].as_u64().unwrap();
     let (status, body) = daemon
-        .post(&format!("/v1/approvals/{id}"), json!({"decision": "approve", "digest": "0".repeat(64)}))
+        .post(
+            &format!("/v1/approvals/{id}"),
+            json!({"decision": "approve", "digest": "0".repeat(64)}),
+        )
         .await;
-    assert_eq!((status, body["error"].as_str()), (409, Some("digest_mismatch")));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (409, Some("digest_mismatch"))
+    );
     let (status, _) = daemon
-        .post(&format!("/v1/approvals/{id}"), json!({"decision": "approve", "digest": request["digest"]}))
+        .post(
+            &format!("/v1/approvals/{id}"),
+            json!({"decision": "approve", "digest": request["digest"]}),
+        )
         .await;
     assert_eq!(status, 200);
     let outcome = turn.await.unwrap();
-    assert!(outcome["reply"].as_str().unwrap().contains("done"), "{outcome}");
+    assert!(
+        outcome["reply"].as_str().unwrap().contains("done"),
+        "{outcome}"
+    );
     assert_eq!(
         std::fs::read_to_string(fixture.work().join("made.txt")).unwrap(),
         "approved\n"
     );
     let (status, body) = daemon
-        .post(&format!("/v1/approvals/{id}"), json!({"decision": "approve"}))
+        .post(
+            &format!("/v1/approvals/{id}"),
+            json!({"decision": "approve"}),
+        )
         .await;
     assert_eq!((status, body["error"].as_str()), (404, Some("not_pending")));
 
@@ -84,18 +107,31 @@ async fn run_command_is_approved_or_denied_through_the_api() {
     let request = pending(&daemon, &session).await;
     let id = request["id"].as_u64().unwrap();
     let (status, _) = daemon
-        .post(&format!("/v1/approvals/{id}"), json!({"decision": "deny", "reason": "not today"}))
+        .post(
+            &format!("/v1/approvals/{id}"),
+            json!({"decision": "deny", "reason": "not today"}),
+        )
         .await;
     assert_eq!(status, 200);
     let outcome = turn.await.unwrap();
     let reply = outcome["reply"].as_str().unwrap();
-    assert!(reply.contains("approval_denied") && reply.contains("not today"), "{reply}");
+    assert!(
+        reply.contains("approval_denied") && reply.contains("not today"),
+        "{reply}"
+    );
     assert!(!fixture.work().join("denied.txt").exists());
     assert_eq!(outcome["tool_calls"][0]["ok"], false);
 
     let events = daemon
-        .events(&format!("/v1/sessions/{session}/events?after=0"), 2, Duration::from_secs(10))
+        .events(
+            &format!("/v1/sessions/{session}/events?after=0"),
+            2,
+            Duration::from_secs(10),
+        )
         .await;
-    let statuses: Vec<&str> = events.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> = events
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
     assert_eq!(statuses, ["awaiting_approval", "denied"]);
 }

@@ -46,9 +46,16 @@ async fn concurrent_sessions_keep_to_themselves() {
     // While session 0's turn runs, a second message to it is refused.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let (status, busy) = daemon
-        .post(&format!("/v1/sessions/{}/messages", sessions[0]), json!({"content": "conversation 0 again"}))
+        .post(
+            &format!("/v1/sessions/{}/messages", sessions[0]),
+            json!({"content": "conversation 0 again"}),
+        )
         .await;
-    assert_eq!((status, busy["error"].as_str()), (409, Some("turn_in_progress")), "{busy}");
+    assert_eq!(
+        (status, busy["error"].as_str()),
+        (409, Some("turn_in_progress")),
+        "{busy}"
+    );
 
     for (n, turn) in turns.into_iter().enumerate() {
         let outcome = turn.await.unwrap();
@@ -56,7 +63,11 @@ async fn concurrent_sessions_keep_to_themselves() {
         assert!(reply.starts_with(&format!("answer {n}: ")), "{reply}");
         let result: serde_json::Value =
             serde_json::from_str(reply.split_once(": ").unwrap().1).unwrap();
-        assert_eq!(result["words"], n + 1, "session {n} got another session's result");
+        assert_eq!(
+            result["words"],
+            n + 1,
+            "session {n} got another session's result"
+        );
     }
     for (n, session) in sessions.iter().enumerate() {
         let (_, stored) = daemon.get(&format!("/v1/sessions/{session}")).await;
@@ -64,7 +75,11 @@ async fn concurrent_sessions_keep_to_themselves() {
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[0]["content"], format!("conversation {n}"));
         let events = daemon
-            .events(&format!("/v1/sessions/{session}/events?after=0"), 2, Duration::from_secs(2))
+            .events(
+                &format!("/v1/sessions/{session}/events?after=0"),
+                2,
+                Duration::from_secs(2),
+            )
             .await;
         assert_eq!(events.len(), 1, "session {n} sees only its own call");
         assert_eq!(events[0]["session"], session.as_str());

@@ -55,7 +55,9 @@ fn transport(daemon: &TestDaemon, token: &str) -> StreamableHttpClientTransport<
     )
 }
 
-async fn names<S: rmcp::Service<RoleClient>>(client: &RunningService<RoleClient, S>) -> Vec<String> {
+async fn names<S: rmcp::Service<RoleClient>>(
+    client: &RunningService<RoleClient, S>,
+) -> Vec<String> {
     let mut names: Vec<String> = client
         .list_all_tools()
         .await
@@ -107,18 +109,36 @@ async fn gateway_clients_see_their_grant_and_hear_list_changes() {
         .unwrap();
     assert_eq!(
         names(&admin).await,
-        ["list_dir", "read_file", "run_command", "search_files", "tool_call", "tool_describe", "tool_search", "write_file"]
+        [
+            "list_dir",
+            "read_file",
+            "run_command",
+            "search_files",
+            "tool_call",
+            "tool_describe",
+            "tool_search",
+            "write_file"
+        ]
     );
     let listing = search_description(&admin).await;
-    assert!(listing.contains("word_count") && listing.contains("mcp_test_echo"), "{listing}");
+    assert!(
+        listing.contains("word_count") && listing.contains("mcp_test_echo"),
+        "{listing}"
+    );
     let counted = admin
-        .call_tool(call("tool_call", json!({"name": "word_count", "arguments": {"text": "a b c d"}})))
+        .call_tool(call(
+            "tool_call",
+            json!({"name": "word_count", "arguments": {"text": "a b c d"}}),
+        ))
         .await
         .unwrap();
     assert_ne!(counted.is_error, Some(true), "{counted:?}");
     assert_eq!(counted.structured_content.unwrap()["words"], 4);
     let echoed = admin
-        .call_tool(call("tool_call", json!({"name": "mcp_test_echo", "arguments": {"text": "through the gateway"}})))
+        .call_tool(call(
+            "tool_call",
+            json!({"name": "mcp_test_echo", "arguments": {"text": "through the gateway"}}),
+        ))
         .await
         .unwrap();
     assert!(format!("{:?}", echoed.content).contains("through the gateway"));
@@ -140,29 +160,49 @@ async fn gateway_clients_see_their_grant_and_hear_list_changes() {
 
     // A gateway client with its own token, granted only the text plugin.
     let (status, created) = daemon
-        .post("/v1/gateway/clients", json!({"name": "limited", "grants": ["plugin-text"]}))
+        .post(
+            "/v1/gateway/clients",
+            json!({"name": "limited", "grants": ["plugin-text"]}),
+        )
         .await;
     assert_eq!(status, 201, "{created}");
     let token = created["token"].as_str().unwrap().to_owned();
     let limited = ().serve(transport(&daemon, &token)).await.unwrap();
-    assert_eq!(names(&limited).await, ["tool_call", "tool_describe", "tool_search"]);
+    assert_eq!(
+        names(&limited).await,
+        ["tool_call", "tool_describe", "tool_search"]
+    );
     let listing = search_description(&limited).await;
     assert!(listing.contains("word_count"), "{listing}");
     assert!(!listing.contains("mcp_test"), "{listing}");
     let refused = limited
-        .call_tool(call("tool_call", json!({"name": "mcp_test_echo", "arguments": {"text": "x"}})))
+        .call_tool(call(
+            "tool_call",
+            json!({"name": "mcp_test_echo", "arguments": {"text": "x"}}),
+        ))
         .await
         .unwrap();
     assert_eq!(refused.is_error, Some(true));
-    assert!(format!("{:?}", refused.content).contains("not_available"), "{refused:?}");
+    assert!(
+        format!("{:?}", refused.content).contains("not_available"),
+        "{refused:?}"
+    );
     let refused = limited
         .call_tool(call("read_file", json!({"path": "x"})))
         .await
         .unwrap();
-    assert_eq!(refused.is_error, Some(true), "core tools are outside the grant");
+    assert_eq!(
+        refused.is_error,
+        Some(true),
+        "core tools are outside the grant"
+    );
 
     // A plugin arrives: both admin clients are told, and see it listed.
-    quiver_tests::install_plugin(&quiver_tests::plugin_so("echo_v1"), &fixture.plugins(), "echo.so");
+    quiver_tests::install_plugin(
+        &quiver_tests::plugin_so("echo_v1"),
+        &fixture.plugins(),
+        "echo.so",
+    );
     tokio::time::timeout(Duration::from_secs(20), counting.notify.notified())
         .await
         .expect("no tools/list_changed on the initialized session");
@@ -171,7 +211,10 @@ async fn gateway_clients_see_their_grant_and_hear_list_changes() {
         .expect("no notification on the subscription")
         .unwrap()
         .unwrap();
-    assert!(matches!(notification, ServerNotification::ToolListChangedNotification(_)));
+    assert!(matches!(
+        notification,
+        ServerNotification::ToolListChangedNotification(_)
+    ));
     let listing = search_description(&admin).await;
     assert!(listing.contains("echo"), "{listing}");
 
@@ -183,9 +226,16 @@ async fn gateway_clients_see_their_grant_and_hear_list_changes() {
         .iter()
         .map(|s| s["id"].as_str().unwrap())
         .collect();
-    assert!(ids.contains(&"gateway-daemon") && ids.contains(&"gateway-limited"), "{ids:?}");
+    assert!(
+        ids.contains(&"gateway-daemon") && ids.contains(&"gateway-limited"),
+        "{ids:?}"
+    );
     let events = daemon
-        .events("/v1/sessions/gateway-daemon/events?after=0", 2, Duration::from_secs(10))
+        .events(
+            "/v1/sessions/gateway-daemon/events?after=0",
+            2,
+            Duration::from_secs(10),
+        )
         .await;
     let tools: Vec<&str> = events.iter().map(|e| e["tool"].as_str().unwrap()).collect();
     assert_eq!(tools, ["word_count", "mcp_test_echo"]);

@@ -20,7 +20,15 @@ async fn the_stdio_gateway_serves_the_granted_view() {
     let config = fixture.config("http://127.0.0.1:9", "");
     let mut command = tokio::process::Command::new(quiver_tests::quiver_bin());
     command
-        .args(["serve", "--stdio", "--grant", "plugin-text", "--grant", "core", "--config"])
+        .args([
+            "serve",
+            "--stdio",
+            "--grant",
+            "plugin-text",
+            "--grant",
+            "core",
+            "--config",
+        ])
         .arg(&config)
         .arg("--state-dir")
         .arg(fixture.state());
@@ -31,11 +39,23 @@ async fn the_stdio_gateway_serves_the_granted_view() {
     names.sort();
     assert_eq!(
         names,
-        ["list_dir", "read_file", "run_command", "search_files", "tool_call", "tool_describe", "tool_search", "write_file"]
+        [
+            "list_dir",
+            "read_file",
+            "run_command",
+            "search_files",
+            "tool_call",
+            "tool_describe",
+            "tool_search",
+            "write_file"
+        ]
     );
     let search = tools.iter().find(|t| t.name == "tool_search").unwrap();
     let listing = search.description.as_deref().unwrap_or_default();
-    assert!(listing.contains("word_count") && !listing.contains("mcp_test"), "{listing}");
+    assert!(
+        listing.contains("word_count") && !listing.contains("mcp_test"),
+        "{listing}"
+    );
 
     let mut found = CallToolRequestParams::new("tool_search");
     found.arguments = json!({"query": "count words"}).as_object().cloned();
@@ -51,7 +71,9 @@ async fn the_stdio_gateway_serves_the_granted_view() {
 
     // Nothing outside the grant, and no one to approve on stdio.
     let mut call = CallToolRequestParams::new("tool_call");
-    call.arguments = json!({"name": "mcp_test_echo", "arguments": {"text": "x"}}).as_object().cloned();
+    call.arguments = json!({"name": "mcp_test_echo", "arguments": {"text": "x"}})
+        .as_object()
+        .cloned();
     let refused = client.call_tool(call).await.unwrap();
     assert_eq!(refused.is_error, Some(true));
     assert!(format!("{:?}", refused.content).contains("not_available"));
@@ -59,7 +81,10 @@ async fn the_stdio_gateway_serves_the_granted_view() {
     call.arguments = json!({"command": "touch ran"}).as_object().cloned();
     let refused = client.call_tool(call).await.unwrap();
     assert_eq!(refused.is_error, Some(true));
-    assert!(format!("{:?}", refused.content).contains("approval_denied"), "{refused:?}");
+    assert!(
+        format!("{:?}", refused.content).contains("approval_denied"),
+        "{refused:?}"
+    );
     assert!(!fixture.work().join("ran").exists());
 
     client.cancel().await.unwrap();

@@ -19,9 +19,21 @@ async fn requests_without_the_token_are_refused() {
     let config = fixture.config("http://127.0.0.1:9", "");
     let mut daemon = TestDaemon::start(&config, &fixture.state());
     let http = reqwest::Client::new();
-    let paths = ["/v1/health", "/v1/status", "/v1/sessions", "/v1/approvals", "/v1/events", "/mcp", "/nowhere"];
+    let paths = [
+        "/v1/health",
+        "/v1/status",
+        "/v1/sessions",
+        "/v1/approvals",
+        "/v1/events",
+        "/mcp",
+        "/nowhere",
+    ];
     for path in paths {
-        for header in [None, Some("Bearer wrong"), Some(format!("Basic {}", daemon.token).as_str())] {
+        for header in [
+            None,
+            Some("Bearer wrong"),
+            Some(format!("Basic {}", daemon.token).as_str()),
+        ] {
             let mut request = http.get(format!("{}{path}", daemon.url));
             if let Some(header) = header {
                 request = request.header("authorization", header);
@@ -40,17 +52,28 @@ async fn requests_without_the_token_are_refused() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 401);
-    assert!(daemon.get("/v1/sessions").await.1["sessions"].as_array().unwrap().is_empty());
+    assert!(
+        daemon.get("/v1/sessions").await.1["sessions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // With the token.
     let (status, health) = daemon.get("/v1/health").await;
     assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
     let (status, missing) = daemon.get("/nowhere").await;
-    assert_eq!((status, missing["error"].as_str()), (404, Some("not_found")));
+    assert_eq!(
+        (status, missing["error"].as_str()),
+        (404, Some("not_found"))
+    );
 
     // A gateway client's token opens /mcp only.
     let (_, client) = daemon
-        .post("/v1/gateway/clients", json!({"name": "ci", "grants": ["plugin-text"]}))
+        .post(
+            "/v1/gateway/clients",
+            json!({"name": "ci", "grants": ["plugin-text"]}),
+        )
         .await;
     let client_token = client["token"].as_str().unwrap();
     let response = http

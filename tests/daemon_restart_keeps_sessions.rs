@@ -31,7 +31,10 @@ async fn a_restarted_daemon_keeps_its_sessions() {
         .session(json!({"id": "kept", "grants": ["plugin-text"], "context_tokens": 20000}))
         .await;
     assert_eq!(session, "kept");
-    assert_eq!(daemon.say(&session, "remember the number 42").await["reply"], "noted");
+    assert_eq!(
+        daemon.say(&session, "remember the number 42").await["reply"],
+        "noted"
+    );
     daemon.stop();
 
     let daemon = TestDaemon::start(&config, &fixture.state());
@@ -67,7 +70,11 @@ async fn a_restarted_daemon_keeps_its_sessions() {
     assert_eq!(names, ["tool_search", "tool_describe", "tool_call"]);
 
     let events = daemon
-        .events("/v1/sessions/kept/events?after=0", 1, Duration::from_secs(10))
+        .events(
+            "/v1/sessions/kept/events?after=0",
+            1,
+            Duration::from_secs(10),
+        )
         .await;
     assert_eq!(events[0]["tool"], "word_count");
     assert_eq!(events[0]["via_bridge"], true);

@@ -17,7 +17,8 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn endless_searching_and_endless_steps_end_the_turn() {
-    let search = |q: &str| json!({"tool_calls": [{"name": "tool_search", "arguments": {"query": q}}]});
+    let search =
+        |q: &str| json!({"tool_calls": [{"name": "tool_search", "arguments": {"query": q}}]});
     let count = json!({"tool_calls": [{"name": "tool_call", "arguments": {"name": "word_count", "arguments": {"text": "x"}}}]});
     let script = json!([
         {"match": "find a tool", "steps": [
@@ -48,7 +49,11 @@ async fn endless_searching_and_endless_steps_end_the_turn() {
     let requests = model.requests().await;
     assert_eq!(requests.len(), 5);
     let last = requests.last().unwrap();
-    assert!(last.get("tools").is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)), "{last}");
+    assert!(
+        last.get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty)),
+        "{last}"
+    );
     // The fourth search was not run: only three were recorded.
     let (_, stored) = daemon.get(&format!("/v1/sessions/{session}")).await;
     let searches = stored["messages"]
@@ -66,5 +71,11 @@ async fn endless_searching_and_endless_steps_end_the_turn() {
     assert_eq!(outcome["stop"], "step_limit", "{outcome}");
     assert_eq!(outcome["reply"], "stopping as told");
     assert_eq!(outcome["steps"], 6);
-    assert!(outcome["tool_calls"].as_array().unwrap().iter().all(|c| c["ok"] == true));
+    assert!(
+        outcome["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == true)
+    );
 }

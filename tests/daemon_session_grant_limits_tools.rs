@@ -33,29 +33,59 @@ async fn sessions_and_subagents_stay_within_their_grant() {
     let names = tool_names(&catalog["tools"]);
     assert!(names.contains(&"read_file".to_owned()) && names.contains(&"tool_search".to_owned()));
     let listing = catalog["listing"].as_str().unwrap();
-    assert!(listing.contains("word_count") && !listing.contains("mcp_test"), "{listing}");
+    assert!(
+        listing.contains("word_count") && !listing.contains("mcp_test"),
+        "{listing}"
+    );
 
     let outcome = daemon.say(&parent, "try the server").await;
-    assert!(outcome["tool_calls"].as_array().unwrap().iter().all(|c| c["ok"] == false));
-    assert!(outcome["reply"].as_str().unwrap().contains("not_available"), "{outcome}");
+    assert!(
+        outcome["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["ok"] == false)
+    );
+    assert!(
+        outcome["reply"].as_str().unwrap().contains("not_available"),
+        "{outcome}"
+    );
 
     // A subagent: a subset is fine, more is refused (and nothing is stored).
     let child = daemon
         .session(json!({"parent": parent, "grants": ["plugin-text"]}))
         .await;
     let (_, catalog) = daemon.get(&format!("/v1/sessions/{child}/catalog")).await;
-    assert_eq!(tool_names(&catalog["tools"]), ["tool_search", "tool_describe", "tool_call"]);
+    assert_eq!(
+        tool_names(&catalog["tools"]),
+        ["tool_search", "tool_describe", "tool_call"]
+    );
     let (status, refused) = daemon
-        .post("/v1/sessions", json!({"id": "greedy", "parent": parent, "grants": ["mcp-test"]}))
+        .post(
+            "/v1/sessions",
+            json!({"id": "greedy", "parent": parent, "grants": ["mcp-test"]}),
+        )
         .await;
-    assert_eq!((status, refused["error"].as_str()), (403, Some("beyond_parent_grant")), "{refused}");
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (403, Some("beyond_parent_grant")),
+        "{refused}"
+    );
     assert_eq!(daemon.get("/v1/sessions/greedy").await.0, 404);
 
     // Bad requests name what is wrong.
-    let (status, bad) = daemon.post("/v1/sessions", json!({"grants": ["mcp-[x"]})).await;
-    assert_eq!((status, bad["error"].as_str()), (400, Some("invalid_grant")));
+    let (status, bad) = daemon
+        .post("/v1/sessions", json!({"grants": ["mcp-[x"]}))
+        .await;
+    assert_eq!(
+        (status, bad["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
     let (status, bad) = daemon.post("/v1/sessions", json!({"model": "gpt-9"})).await;
-    assert_eq!((status, bad["error"].as_str()), (400, Some("unknown_model")));
+    assert_eq!(
+        (status, bad["error"].as_str()),
+        (400, Some("unknown_model"))
+    );
     assert!(bad["message"].as_str().unwrap().contains("scripted"));
     let (status, bad) = daemon.post("/v1/sessions", json!({"grant": ["x"]})).await;
     assert_eq!(status, 422, "{bad}");

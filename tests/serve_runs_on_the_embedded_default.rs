@@ -75,12 +75,19 @@ async fn serve_with_no_config_runs_the_bundled_tools() {
         .unwrap();
     assert_ne!(saved.is_error, Some(true), "{saved:?}");
     let found = client
-        .call_tool(call(json!({"name": "mcp_notes_search_notes", "arguments": {"query": "milk"}})))
+        .call_tool(call(
+            json!({"name": "mcp_notes_search_notes", "arguments": {"query": "milk"}}),
+        ))
         .await
         .unwrap();
-    assert!(format!("{:?}", found.content).contains("groceries"), "{found:?}");
+    assert!(
+        format!("{:?}", found.content).contains("groceries"),
+        "{found:?}"
+    );
     let now = client
-        .call_tool(call(json!({"name": "time_now", "arguments": {"zone": "Europe/Paris"}})))
+        .call_tool(call(
+            json!({"name": "time_now", "arguments": {"zone": "Europe/Paris"}}),
+        ))
         .await
         .unwrap();
     assert_ne!(now.is_error, Some(true), "{now:?}");

@@ -240,7 +240,7 @@ async fn decode(response: reqwest::Response) -> (u16, Value) {
     let body = if text.is_empty() {
         Value::Null
     } else {
-        serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text))
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
     };
     (status, body)
 }

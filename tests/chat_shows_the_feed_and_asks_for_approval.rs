@@ -1,0 +1,72 @@
+//! `quiver chat` on a terminal: a message runs a turn against the
+//! configured model, the activity feed is shown as it happens with the real
+//! tool names, a call needing approval is asked on the terminal and
+//! answered there, and the session is stored for later.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/daemon.rs"]
+mod daemon;
+#[path = "support/model.rs"]
+mod model;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use daemon::Fixture;
+use model::ScriptedModel;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_runs_turns_shows_the_feed_and_asks() {
+    let script = json!([{"match": "list and count", "steps": [
+        {"tool_calls": [{"name": "tool_call", "arguments": {"name": "word_count", "arguments": {"text": "a b"}}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo from-the-shell"}}]},
+        {"content": "all done: {{last_tool_result}}"}
+    ]}]);
+    let model = ScriptedModel::start(&script, &[]);
+    let fixture = Fixture::new();
+    let config = fixture.config(&model.base_url, "");
+    let mut child = Command::new(quiver_tests::quiver_bin())
+        .arg("chat")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The message, then the answer to the approval prompt; then end of input.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"please list and count\ny\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("all done:") && stdout.contains("from-the-shell"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("· word_count via tool_call  ok"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("approve `run_command`"), "{stderr}");
+    assert!(
+        stderr.contains("· run_command  awaiting approval"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("· run_command  ok"), "{stderr}");
+
+    // The session was stored.
+    let store = quiver_runtime::store::Store::open(&fixture.state().join("quiver.db")).unwrap();
+    let sessions = store.sessions().unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].messages, 6);
+}
