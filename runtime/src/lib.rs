@@ -15,7 +15,10 @@
 //! - [`search`]: BM25 retrieval behind `tool_search`;
 //! - [`plugins`]: `.so` tool plugins, hot-reloaded, called on a blocking pool;
 //! - [`mcp`]: MCP servers (stdio and Streamable HTTP) through rmcp;
-//! - [`model`]: model providers (OpenAI-compatible and Anthropic clients).
+//! - [`model`]: model providers (OpenAI-compatible and Anthropic clients);
+//! - [`agent`]: one agent turn: assemble, ask the model, dispatch, repeat;
+//! - [`store`]: sessions, messages and the activity log in SQLite;
+//! - [`daemon`]: `quiver serve`: the HTTP API and the MCP gateway.
 //!
 //! ```
 //! use quiver_runtime::{assembly::Assembler, config::ToolSearchConfig, registry::ToolRegistry};
