@@ -547,6 +547,25 @@ fn parse_error(error: &serde_saphyr::Error, file: &str) -> ConfigError {
     }
 }
 
+/// A [`ConfigError::Invalid`] at the position of `at` in `file`; each
+/// config section passes the allowed values of its own keys.
+pub(crate) fn invalid_at<T>(
+    file: &str,
+    at: &Spanned<T>,
+    key: String,
+    message: String,
+    allowed: String,
+) -> ConfigError {
+    ConfigError::Invalid {
+        file: file.to_owned(),
+        line: at.referenced.line() as u32,
+        column: at.referenced.column() as u32,
+        key,
+        message,
+        allowed,
+    }
+}
+
 /// `value` (or `default` when absent) clamped to `min..=max`; a clamped
 /// value adds a warning naming `key`, the value given and the value used.
 /// Every config section reads its numbers through this.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::{ConfigError, ConfigWarning, IntKey, clamp};
+use crate::config::{ConfigError, ConfigWarning, IntKey, clamp, invalid_at};
 
 /// One built-in core tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -228,14 +228,8 @@ pub(crate) fn allowed_for(key: &str) -> Option<String> {
 }
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: &str, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        file: file.to_owned(),
-        line: at.referenced.line() as u32,
-        column: at.referenced.column() as u32,
-        key: key.to_owned(),
-        message,
-        allowed: allowed_for(key).unwrap_or_default(),
-    }
+    let allowed = allowed_for(key).unwrap_or_default();
+    invalid_at(file, at, key.to_owned(), message, allowed)
 }
 
 fn clamped(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::{ConfigError, ConfigWarning, clamp};
+use crate::config::{ConfigError, ConfigWarning, clamp, invalid_at};
 
 /// Where `quiver serve` listens when `serve.listen` is not given.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -151,14 +151,8 @@ pub(crate) fn allowed_for(key: &str) -> Option<String> {
 }
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
-    ConfigError::Invalid {
-        file: file.to_owned(),
-        line: at.referenced.line() as u32,
-        column: at.referenced.column() as u32,
-        allowed: allowed_for(&key).unwrap_or_default(),
-        key,
-        message,
-    }
+    let allowed = allowed_for(&key).unwrap_or_default();
+    invalid_at(file, at, key, message, allowed)
 }
 
 pub(crate) fn validate_serve(raw: RawServe, file: &str) -> Result<ServeConfig, ConfigError> {

@@ -7,7 +7,7 @@ use serde_saphyr::Spanned;
 
 use super::approval::{ApprovalPolicy, OnTimeout};
 use super::guardrail::{ArgumentPattern, GuardrailRule, Guardrails, RuleAction};
-use crate::config::{ConfigError, ConfigWarning, clamp};
+use crate::config::{ConfigError, ConfigWarning, clamp, invalid_at};
 
 /// Feed keys redacted when `feed.redact` is not given.
 pub const DEFAULT_REDACT: [&str; 5] = ["password", "token", "secret", "api_key", "authorization"];
@@ -180,14 +180,7 @@ pub(crate) fn allowed_for(key: &str) -> Option<String> {
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
     let allowed = allowed_for(&key).unwrap_or_default();
-    ConfigError::Invalid {
-        file: file.to_owned(),
-        line: at.referenced.line() as u32,
-        column: at.referenced.column() as u32,
-        key,
-        message,
-        allowed,
-    }
+    invalid_at(file, at, key, message, allowed)
 }
 
 fn globs(

@@ -27,7 +27,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::{ConfigError, ConfigWarning};
+use crate::config::{ConfigError, ConfigWarning, invalid_at};
 
 /// Keys a server entry accepts.
 pub const SERVER_KEYS: &str =
@@ -281,14 +281,8 @@ impl Ctx<'_> {
         } else {
             format!("mcp_servers.{}.{key}", self.server)
         };
-        ConfigError::Invalid {
-            file: self.file.to_owned(),
-            line: at.referenced.line() as u32,
-            column: at.referenced.column() as u32,
-            allowed: allowed_for(&key),
-            key,
-            message,
-        }
+        let allowed = allowed_for(&key);
+        invalid_at(self.file, at, key, message, allowed)
     }
 }
 

@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::{ConfigError, ConfigWarning, clamp};
+use crate::config::{ConfigError, ConfigWarning, clamp, invalid_at};
 use crate::mcp::config::expand_vars;
 
 /// Keys a model entry accepts.
@@ -286,14 +286,8 @@ impl Ctx<'_> {
 
     fn error<T>(&self, at: &Spanned<T>, key: &str, message: String) -> ConfigError {
         let key = self.key(key);
-        ConfigError::Invalid {
-            file: self.file.to_owned(),
-            line: at.referenced.line() as u32,
-            column: at.referenced.column() as u32,
-            allowed: allowed_for(&key).unwrap_or_default(),
-            key,
-            message,
-        }
+        let allowed = allowed_for(&key).unwrap_or_default();
+        invalid_at(self.file, at, key, message, allowed)
     }
 
     fn number(
@@ -527,7 +521,7 @@ pub(crate) fn validate(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{ConfigError, parse};
+    use crate::config::{invalid_parts, parse};
 
     use super::*;
 
@@ -537,16 +531,8 @@ mod tests {
     }
 
     fn invalid(text: &str) -> (String, u32, String, String) {
-        match parse(text, "q.yaml") {
-            Err(ConfigError::Invalid {
-                key,
-                line,
-                message,
-                allowed,
-                ..
-            }) => (key, line, message, allowed),
-            other => panic!("expected an invalid config, got {other:?}"),
-        }
+        let (key, line, _, message, allowed) = invalid_parts(text);
+        (key, line, message, allowed)
     }
 
     #[test]
