@@ -376,6 +376,7 @@ fn generated_tool(rng: &mut Lcg, domain: &str, verb: &str, noun: &str) -> Catalo
         name,
         description,
         input_schema: Value::Object(schema),
+        api_call: None,
     }
 }
 

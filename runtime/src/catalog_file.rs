@@ -62,6 +62,10 @@ pub struct CatalogTool {
     /// JSON Schema of the arguments.
     #[serde(rename = "inputSchema", default = "empty_object_schema")]
     pub input_schema: Value,
+    /// The underlying call the tool makes, if the catalog says (Gorilla's
+    /// `api_call`); entries with the same call are one operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_call: Option<String>,
 }
 
 fn empty_object_schema() -> Value {
@@ -119,6 +123,7 @@ pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<R
                         t.description.clone(),
                         t.input_schema.clone(),
                     )
+                    .with_operation(t.api_call.clone())
                 })
                 .collect();
             let description = match server.title.as_deref().map(str::trim) {
@@ -154,9 +159,50 @@ pub fn dump(registry: &ToolRegistry) -> CatalogDocument {
                     name: t.original_name().to_owned(),
                     description: t.description().to_owned(),
                     input_schema: t.input_schema().clone(),
+                    api_call: t.operation().map(str::to_owned),
                 })
                 .collect(),
         })
         .collect();
     CatalogDocument { servers }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tools_call_is_read_as_its_operation_and_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.json");
+        std::fs::write(
+            &path,
+            r#"{"servers": [{"name": "hub", "tools": [
+                {"name": "encoder", "description": "Text vectors", "api_call": "load('encoder')"},
+                {"name": "plain", "description": "No call", "api_call": "  "}
+            ]}]}"#,
+        )
+        .unwrap();
+        let document = read(&path).unwrap();
+        let registry = ToolRegistry::new();
+        register(&registry, &[document]);
+        let snapshot = registry.snapshot();
+        let tools = snapshot.groups()[0].tools();
+        let operation = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t.original_name() == name)
+                .and_then(|t| t.operation().map(str::to_owned))
+        };
+        assert_eq!(operation("encoder").as_deref(), Some("load('encoder')"));
+        // A blank call declares nothing.
+        assert_eq!(operation("plain"), None);
+        let dumped = dump(&registry);
+        let calls: Vec<Option<&str>> = dumped.servers[0]
+            .tools
+            .iter()
+            .map(|t| t.api_call.as_deref())
+            .collect();
+        assert_eq!(calls, [Some("load('encoder')"), None]);
+    }
 }

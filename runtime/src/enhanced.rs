@@ -13,9 +13,16 @@
 //!   Japanese and Korean text becomes overlapping character pairs.
 //! - Synonyms: a query term of [`SYNONYMS`] (`find`, `md`, `repo`) also
 //!   matches the other words of its group, at [`SYNONYM_WEIGHT`].
+//! - A query term also matches, at [`EXTENSION_WEIGHT`], the indexed terms
+//!   it begins or that begin it (five letters or more), which joins word
+//!   forms the stemmer keeps apart (`summar`, `summari`; `search`,
+//!   `searcher`).
 //! - A query term the index does not know is read as two known terms run
 //!   together (`websearch`), or else matched to known words or stems within
 //!   one edit (two for long terms), at [`TYPO_DISCOUNT`].
+//! - A query that holds a file path (`/root/notes/report.md`) also asks for
+//!   [`PATH_HINT`], so tools that take a path are found when the request
+//!   says where, not what (`save it to /root/x.md`).
 //! - Two adjacent query terms that are adjacent in a tool's name add
 //!   [`NAME_BIGRAM_BONUS`] (`take a screenshot` → `take_screenshot`).
 //! - Server context: what a server says it is for (its description, see
@@ -24,6 +31,9 @@
 //!   tools.
 //! - A query that holds a tool's exact name (its own or exposed name, as a
 //!   whole word) ranks that tool first, always.
+//! - Tools of one server that make the same call (see
+//!   [`Tool::operation`]) are one result, under the first name its server
+//!   lists, with the best score among them.
 //! - Prerequisites: when the best tool requires an identifier (`token`,
 //!   `station_code`, `libraryId`) that another tool of its server looks up
 //!   by name (`GetUserToken`, `resolve-library-id`), that tool follows it.
@@ -56,6 +66,13 @@ pub const SYNONYM_WEIGHT: f64 = 1.0;
 pub const REPEAT_WEIGHT: f64 = 0.5;
 /// Factor of a server's context score added to each of its matching tools.
 pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
+/// Score factor for an indexed term that a query term begins or that
+/// begins it.
+pub const EXTENSION_WEIGHT: f64 = 0.3;
+/// Fewest letters of the shorter term for such a match.
+pub const MIN_EXTENSION_PREFIX: usize = 5;
+/// The query term a file path in the query adds.
+pub const PATH_HINT: &str = "path";
 
 /// Groups of words that name the same thing in tool descriptions and user
 /// requests: common abbreviations and interchangeable verbs and nouns of
@@ -82,6 +99,7 @@ pub const SYNONYMS: &[&[&str]] = &[
     &["auth", "authentication"],
     &["env", "environment"],
     &["pr", "pull"],
+    &["save", "write"],
 ];
 
 const FIELDS: usize = 4;
@@ -427,6 +445,14 @@ pub struct EnhancedIndex {
     /// A tool, to the tools of its server that look up an identifier it
     /// requires.
     prerequisites: HashMap<u32, Vec<u32>>,
+    /// A tool that makes the same call as a tool its server lists earlier
+    /// (see [`Tool::operation`]), to the first tool making it.
+    same_operation: HashMap<u32, u32>,
+    /// Per term, where its run of [`Self::extensions`] starts (one more
+    /// entry than terms).
+    extension_starts: Vec<u32>,
+    /// The indexed terms each term begins or is begun by, run after run.
+    extensions: Vec<u32>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
@@ -485,13 +511,19 @@ impl EnhancedIndex {
             servers: ServerContext::default(),
             synonyms: HashMap::new(),
             prerequisites: HashMap::new(),
+            same_operation: HashMap::new(),
+            extension_starts: Vec::new(),
+            extensions: Vec::new(),
         };
+        // (server, call) → (position in its server's list, tool).
+        let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::new();
         let mut surfaces: HashSet<String> = HashSet::new();
         let mut server_ids: HashMap<String, u32> = HashMap::new();
         let mut name_terms: Vec<Vec<u32>> = Vec::new();
         let mut doc_terms: Vec<(u32, usize)> = Vec::new();
         for (description, tools) in groups {
             for tool in tools {
+                let doc = index.docs.len() as u32;
                 index.add_tool(
                     tool,
                     description,
@@ -500,6 +532,22 @@ impl EnhancedIndex {
                     &mut name_terms,
                     &mut doc_terms,
                 );
+                if let (Some(operation), Some(&server)) =
+                    (tool.operation(), index.doc_servers.last())
+                {
+                    operations
+                        .entry((server, operation))
+                        .or_default()
+                        .push((tool.position(), doc));
+                }
+            }
+        }
+        for mut docs in operations.into_values().filter(|docs| docs.len() > 1) {
+            docs.sort_unstable();
+            if let Some((&(_, first), rest)) = docs.split_first() {
+                for &(_, doc) in rest {
+                    index.same_operation.insert(doc, first);
+                }
             }
         }
         // Stems that are not words of their own join the lexicon, so a typo
@@ -543,6 +591,7 @@ impl EnhancedIndex {
             .collect();
         index.servers.finish();
         index.build_synonyms();
+        index.build_extensions();
         index.build_prerequisites(&name_terms);
         index.postings.iter_mut().for_each(Vec::shrink_to_fit);
         index
@@ -653,6 +702,69 @@ impl EnhancedIndex {
                         .extend(others);
                 }
             }
+        }
+    }
+
+    /// Links each term of [`MIN_EXTENSION_PREFIX`] letters or more to the
+    /// indexed terms it begins and that begin it.
+    fn build_extensions(&mut self) {
+        let mut sorted: Vec<(&str, u32)> = self
+            .terms
+            .iter()
+            .filter(|(term, _)| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
+            .map(|(term, &id)| (term.as_ref(), id))
+            .collect();
+        sorted.sort_unstable();
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for (at, &(term, id)) in sorted.iter().enumerate() {
+            // The terms that begin with `term` follow it in sorted order.
+            for &(longer, other) in sorted.get(at + 1..).unwrap_or(&[]) {
+                if !longer.starts_with(term) {
+                    break;
+                }
+                pairs.push((id, other));
+                pairs.push((other, id));
+            }
+        }
+        pairs.sort_unstable();
+        let mut starts = Vec::with_capacity(self.postings.len() + 1);
+        let mut next = 0;
+        for id in 0..self.postings.len() as u32 {
+            starts.push(next as u32);
+            next += pairs.get(next..).map_or(0, |rest| {
+                rest.iter().take_while(|&&(from, _)| from == id).count()
+            });
+        }
+        starts.push(next as u32);
+        self.extension_starts = starts;
+        self.extensions = pairs.into_iter().map(|(_, to)| to).collect();
+    }
+
+    /// The indexed terms that `word` begins or that begin it: through the
+    /// links of its term when indexed, else its own beginnings.
+    fn extensions_of(&self, word: &QueryWord, out: &mut Vec<u32>) {
+        match word.id {
+            Some(id) => {
+                let range = self
+                    .extension_starts
+                    .get(id as usize)
+                    .zip(self.extension_starts.get(id as usize + 1));
+                if let Some((&from, &to)) = range {
+                    out.extend_from_slice(
+                        self.extensions
+                            .get(from as usize..to as usize)
+                            .unwrap_or(&[]),
+                    );
+                }
+            }
+            None if word.term.is_ascii() => {
+                for end in (MIN_EXTENSION_PREFIX..word.term.len()).rev() {
+                    if let Some(&id) = word.term.get(..end).and_then(|p| self.terms.get(p)) {
+                        out.push(id);
+                    }
+                }
+            }
+            None => {}
         }
     }
 
@@ -843,6 +955,13 @@ impl EnhancedIndex {
                 id: self.terms.get(term).copied(),
             });
         });
+        if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
+            words.push(QueryWord {
+                word: PATH_HINT.to_owned(),
+                term: PATH_HINT.to_owned(),
+                id: self.terms.get(PATH_HINT).copied(),
+            });
+        }
         words
     }
 
@@ -885,6 +1004,17 @@ impl EnhancedIndex {
         }
         for id in synonyms {
             self.add_term(id, SYNONYM_WEIGHT, scores, touched);
+        }
+        let mut extensions: Vec<u32> = Vec::new();
+        for (word, _) in &unique {
+            self.extensions_of(word, &mut extensions);
+        }
+        let mut added: Vec<u32> = Vec::new();
+        for id in extensions {
+            if !matched.contains(&id) && !added.contains(&id) {
+                added.push(id);
+                self.add_term(id, EXTENSION_WEIGHT, scores, touched);
+            }
         }
 
         for pair in words.windows(2) {
@@ -931,6 +1061,7 @@ impl EnhancedIndex {
         let mut scores = vec![0.0; self.docs.len()];
         let mut touched = Vec::new();
         self.score(&self.query_words(&text), &mut scores, &mut touched);
+        self.fold_same_operations(&mut scores, &mut touched);
         let exact = self.exact_matches(&text);
         let best = if exact.is_empty() {
             0.0
@@ -960,6 +1091,30 @@ impl EnhancedIndex {
             .into_iter()
             .filter_map(|doc| scored(&self.docs, &scores, doc))
             .collect()
+    }
+
+    /// Tools that make the same call as a tool their server lists earlier
+    /// give their score to it (the best of them counts) and drop out, so an
+    /// operation listed several times is one result, under its first name.
+    fn fold_same_operations(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
+        if self.same_operation.is_empty() {
+            return;
+        }
+        let mut added = Vec::new();
+        touched.retain(|&doc| {
+            let Some(&first) = self.same_operation.get(&doc) else {
+                return true;
+            };
+            let score = scores.get_mut(doc as usize).map_or(0.0, std::mem::take);
+            if let Some(best) = scores.get_mut(first as usize) {
+                if *best == 0.0 && score > 0.0 {
+                    added.push(first);
+                }
+                *best = best.max(score);
+            }
+            false
+        });
+        touched.extend(added);
     }
 
     /// The best tool's prerequisites (see [`Self::build_prerequisites`])
@@ -995,6 +1150,24 @@ impl EnhancedIndex {
         }
         found
     }
+}
+
+/// Whether `text` holds a file path: a word of three or more parts split by
+/// `/` that starts at the root, the home directory or the current or parent
+/// directory (`/root/notes/a.md`, `~/notes/a.md`, `./src/main.rs`), or a
+/// Windows path (`C:\\Users\\me\\a.txt`). URLs and routes (`/login`) are not.
+fn holds_file_path(text: &str) -> bool {
+    text.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| "`'\"“”‘’,;:!?()[]{}<>".contains(c));
+        let unix = ["/", "~/", "./", "../"].iter().any(|p| word.starts_with(p))
+            && word.matches('/').count() >= 2;
+        let mut chars = word.chars();
+        let windows = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.next() == Some(':')
+            && chars.next().is_some_and(|c| c == '\\' || c == '/')
+            && word.matches(['\\', '/']).count() >= 2;
+        (unix || windows) && !word.contains("://")
+    })
 }
 
 /// Takes `server:NAME` filters out of a query.
@@ -1222,6 +1395,101 @@ mod tests {
         // Filters still apply.
         let hits = index.search("server:t add an alarm token", 3);
         assert!(hits.iter().all(|h| h.tool.source().group() == Some("t")));
+    }
+
+    #[test]
+    fn tools_making_the_same_call_are_one_result_under_the_first_listed() {
+        let entry = |name: &str, description: &str, call: &str, position: u32| {
+            let spec = ToolSpec::new(name, description, json!({"type": "object"}))
+                .with_operation(Some(call.to_owned()));
+            Arc::new(
+                Tool::new(
+                    crate::naming::mcp_tool_name("hub", name),
+                    ToolSource::Mcp("hub".into()),
+                    &spec,
+                )
+                .at_position(position),
+            )
+        };
+        // Sorted by name, the copy comes first; the server lists it second.
+        let tools = [
+            entry(
+                "encoder#2",
+                "Sentence embeddings for similarity",
+                "load('encoder')",
+                1,
+            ),
+            entry("encoder", "Text vectors", "load('encoder')", 0),
+            entry("resnet", "Image classification", "load('resnet')", 2),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        // The copy's words find the operation, under its first name.
+        assert_eq!(names(&index.search("sentence similarity", 5)), ["encoder"]);
+        assert_eq!(names(&index.search("text vectors", 5)), ["encoder"]);
+        // Asked for by its exact name, the copy is still there.
+        assert_eq!(names(&index.search("encoder#2", 5))[0], "encoder#2");
+        assert_eq!(names(&index.search("image classification", 5)), ["resnet"]);
+    }
+
+    #[test]
+    fn a_file_path_in_the_query_finds_tools_that_take_a_path() {
+        let schema = |parameter: &str| json!({"type": "object", "properties": {parameter: {"type": "string"}}});
+        let tools = [
+            tool_with(
+                "fs",
+                "write_file",
+                "Write content to a file",
+                schema("path"),
+            ),
+            tool_with(
+                "m",
+                "make_report",
+                "Make a markdown report",
+                schema("topic"),
+            ),
+            tool_with(
+                "m",
+                "convert",
+                "Convert markdown to html",
+                schema("markdown"),
+            ),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        let hits = index.search("save the summary to /root/markdown/report.md", 5);
+        assert_eq!(names(&hits)[0], "write_file");
+        // A route or a URL is not a file path.
+        for query in ["redirect to /login", "open https://example.com/a/b"] {
+            assert!(!holds_file_path(query), "{query}");
+        }
+        for query in [
+            "read ~/notes/a.md",
+            "edit ./src/main.rs",
+            r"open C:\Users\me\a.txt",
+        ] {
+            assert!(holds_file_path(query), "{query}");
+        }
+    }
+
+    #[test]
+    fn terms_match_the_terms_they_begin_or_are_begun_by() {
+        let tools = [
+            tool("s", "summarize", "Write a summary of a text"),
+            tool("s", "searcher", "Searcher of articles"),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        // `summarize` stems to `summar`, `summary` to `summari`.
+        assert_eq!(names(&index.search("summarize", 5))[0], "summarize");
+        assert_eq!(names(&index.search("a summary", 5)), ["summarize"]);
+        assert_eq!(names(&index.search("search", 5)), ["searcher"]);
+        // An unknown word reaches the indexed terms it begins with.
+        assert_eq!(names(&index.search("summarization", 5)), ["summarize"]);
+        // A shorter term of fewer than five letters links nothing.
+        let tools = [
+            tool("s", "port", "Open a port"),
+            tool("s", "portal", "Open a portal"),
+        ];
+        let index = EnhancedIndex::build(tools.iter());
+        assert_eq!(names(&index.search("portal", 5)), ["portal"]);
     }
 
     #[test]

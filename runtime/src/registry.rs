@@ -339,6 +339,7 @@ fn report_for(snapshot: &RegistrySnapshot, source: &ToolSource) -> RegistrationR
 struct Candidate<'a> {
     source: &'a ToolSource,
     spec: &'a Arc<ToolSpec>,
+    position: u32,
     wanted: String,
 }
 
@@ -346,12 +347,13 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     let mut refused = Vec::new();
     let mut renamed = Vec::new();
     let mut owner: HashMap<String, ToolSource> = HashMap::new();
-    let mut assigned: Vec<(&ToolSource, &Arc<ToolSpec>, String)> = Vec::new();
+    let mut assigned: Vec<(&ToolSource, &Arc<ToolSpec>, u32, String)> = Vec::new();
     let mut mcp: Vec<Candidate<'_>> = Vec::new();
 
     for (source, specs) in &state.sources {
         let mut seen = std::collections::HashSet::new();
-        for spec in specs.iter() {
+        for (position, spec) in specs.iter().enumerate() {
+            let position = position as u32;
             let refuse = |reason| RefusedTool {
                 source: source.clone(),
                 name: spec.name.clone(),
@@ -369,6 +371,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
                 ToolSource::Mcp(server) => mcp.push(Candidate {
                     source,
                     spec,
+                    position,
                     wanted: mcp_tool_name(server, &spec.name),
                 }),
                 ToolSource::Core | ToolSource::Plugin(_) => {
@@ -381,7 +384,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
                         }));
                     } else {
                         owner.insert(spec.name.clone(), source.clone());
-                        assigned.push((source, spec, spec.name.clone()));
+                        assigned.push((source, spec, position, spec.name.clone()));
                     }
                 }
             }
@@ -404,7 +407,12 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             losers.push(candidate);
         } else {
             owner.insert(candidate.wanted.clone(), candidate.source.clone());
-            assigned.push((candidate.source, candidate.spec, candidate.wanted));
+            assigned.push((
+                candidate.source,
+                candidate.spec,
+                candidate.position,
+                candidate.wanted,
+            ));
         }
     }
     for candidate in losers {
@@ -429,7 +437,12 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             wanted: candidate.wanted,
             exposed: exposed.clone(),
         });
-        assigned.push((candidate.source, candidate.spec, exposed));
+        assigned.push((
+            candidate.source,
+            candidate.spec,
+            candidate.position,
+            exposed,
+        ));
     }
 
     for refusal in &refused {
@@ -448,15 +461,20 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     let mut previous = std::mem::take(&mut state.built);
     let mut built = HashMap::with_capacity(assigned.len());
     let mut grouped: BTreeMap<&ToolSource, Vec<Arc<Tool>>> = BTreeMap::new();
-    for (source, spec, exposed) in assigned {
+    for (source, spec, position, exposed) in assigned {
         let key = (source.clone(), spec.name.clone());
         let tool = match previous.remove(&key) {
-            Some((name, tool)) if name == exposed && Arc::ptr_eq(tool.spec(), spec) => tool,
-            _ => Arc::new(Tool::from_shared(
-                exposed.clone(),
-                source.clone(),
-                spec.clone(),
-            )),
+            Some((name, tool))
+                if name == exposed
+                    && Arc::ptr_eq(tool.spec(), spec)
+                    && tool.position() == position =>
+            {
+                tool
+            }
+            _ => Arc::new(
+                Tool::from_shared(exposed.clone(), source.clone(), spec.clone())
+                    .at_position(position),
+            ),
         };
         grouped.entry(source).or_default().push(tool.clone());
         built.insert(key, (exposed, tool));
@@ -522,6 +540,30 @@ mod tests {
         assert!(registry.remove_source(&mcp("a")));
         registry.set_source_tools(mcp("a"), vec![spec("x")]);
         assert!(registry.snapshot().groups()[0].description().is_none());
+    }
+
+    #[test]
+    fn tools_keep_their_position_in_their_source_list() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(mcp("a"), vec![spec("zeta"), spec("alpha"), spec("mid")]);
+        let positions = |registry: &ToolRegistry| -> Vec<(String, u32)> {
+            registry.snapshot().groups()[0]
+                .tools()
+                .iter()
+                .map(|t| (t.original_name().to_owned(), t.position()))
+                .collect()
+        };
+        // Listed by exposed name, each tool knows where its server put it.
+        assert_eq!(
+            positions(&registry),
+            [("alpha".into(), 1), ("mid".into(), 2), ("zeta".into(), 0)]
+        );
+        // Reordered by the server: the positions follow.
+        registry.set_source_tools(mcp("a"), vec![spec("alpha"), spec("mid"), spec("zeta")]);
+        assert_eq!(
+            positions(&registry),
+            [("alpha".into(), 0), ("mid".into(), 1), ("zeta".into(), 2)]
+        );
     }
 
     #[test]

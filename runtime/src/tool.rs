@@ -60,6 +60,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments (an object schema).
     pub input_schema: Value,
+    /// The underlying call this tool makes, when its source says (a
+    /// catalog's `api_call`). Tools of one source that make the same call
+    /// are entries for one operation: enhanced search returns it once.
+    pub operation: Option<String>,
 }
 
 impl ToolSpec {
@@ -73,7 +77,15 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             input_schema,
+            operation: None,
         }
+    }
+
+    /// The same spec, declaring the underlying call it makes (see
+    /// [`ToolSpec::operation`]).
+    pub fn with_operation(mut self, operation: Option<String>) -> Self {
+        self.operation = operation.filter(|o| !o.trim().is_empty());
+        self
     }
 }
 
@@ -94,6 +106,7 @@ pub struct Tool {
     name_chars: usize,
     short_description_chars: usize,
     definition_chars: usize,
+    position: u32,
 }
 
 impl Tool {
@@ -117,7 +130,20 @@ impl Tool {
             source,
             short_description,
             definition_chars,
+            position: 0,
         }
+    }
+
+    /// The same tool, at `position` in its source's list of tools.
+    pub fn at_position(mut self, position: u32) -> Tool {
+        self.position = position;
+        self
+    }
+
+    /// Where the tool is in its source's list of tools (0 for the first;
+    /// the registry sets it, a tool built alone is at 0).
+    pub fn position(&self) -> u32 {
+        self.position
     }
 
     /// The spec this tool was built from (shared with the registry).
@@ -143,6 +169,11 @@ impl Tool {
     /// The JSON Schema of the arguments.
     pub fn input_schema(&self) -> &Value {
         &self.spec.input_schema
+    }
+
+    /// The underlying call the tool makes, when its source declares one.
+    pub fn operation(&self) -> Option<&str> {
+        self.spec.operation.as_deref()
     }
 
     /// Where the tool comes from.
