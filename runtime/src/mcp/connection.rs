@@ -1,13 +1,13 @@
 //! One live rmcp client session with a server: connecting over the
 //! configured transport, the client handler that hears
-//! `notifications/tools/list_changed`, and tool listing with pagination,
-//! filtering and schema normalisation.
+//! `notifications/tools/list_changed`, tool listing with pagination,
+//! filtering and schema normalisation, and what the server says it is for.
 
 use std::sync::Arc;
 
 #[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
 use rmcp::ServiceExt;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ServerPeerInfo};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::Notify;
@@ -210,4 +210,77 @@ pub async fn list_tools(
         specs.push(ToolSpec::new(name, description, schema));
     }
     Ok(specs)
+}
+
+/// Longest server description kept for search, in characters: enough for
+/// a server's title, description and usual `instructions`, while a server
+/// that sends a manual there cannot grow the index without bound.
+pub const MAX_SERVER_DESCRIPTION_CHARS: usize = 4_000;
+
+/// What a server says it is for, from its initialize result: the title,
+/// description and `instructions`, in that order, each once, cut at
+/// [`MAX_SERVER_DESCRIPTION_CHARS`]. Empty when it says nothing. Tool
+/// search uses it as server context; it is never sent to the model.
+pub fn server_description(info: &ServerPeerInfo) -> String {
+    let implementation = info.server_info.as_ref();
+    let parts = [
+        implementation.and_then(|i| i.title.as_deref()),
+        implementation.and_then(|i| i.description.as_deref()),
+        info.instructions.as_deref(),
+    ];
+    let mut text = String::new();
+    for part in parts.into_iter().flatten().map(str::trim) {
+        if part.is_empty() || text.contains(part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(part);
+    }
+    match text.char_indices().nth(MAX_SERVER_DESCRIPTION_CHARS) {
+        Some((cut, _)) => text[..cut].to_owned(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod description_tests {
+    use rmcp::model::{ProtocolVersion, ServerCapabilities};
+
+    use super::*;
+
+    fn info(
+        title: Option<&str>,
+        description: Option<&str>,
+        instructions: Option<&str>,
+    ) -> ServerPeerInfo {
+        let mut implementation = Implementation::new("srv", "1.0");
+        implementation.title = title.map(str::to_owned);
+        implementation.description = description.map(str::to_owned);
+        let mut info =
+            ServerPeerInfo::new(ProtocolVersion::default(), ServerCapabilities::default())
+                .with_server_info(implementation);
+        info.instructions = instructions.map(str::to_owned);
+        info
+    }
+
+    #[test]
+    fn title_description_and_instructions_are_joined_once() {
+        let text = server_description(&info(
+            Some("Harbour charts"),
+            Some(" Tides and charts for sailors "),
+            Some("Tides and charts for sailors"),
+        ));
+        assert_eq!(text, "Harbour charts\nTides and charts for sailors");
+        assert_eq!(server_description(&info(None, None, None)), "");
+        assert_eq!(server_description(&info(None, None, Some("  "))), "");
+    }
+
+    #[test]
+    fn long_instructions_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_SERVER_DESCRIPTION_CHARS + 10);
+        let text = server_description(&info(None, None, Some(&long)));
+        assert_eq!(text.chars().count(), MAX_SERVER_DESCRIPTION_CHARS);
+    }
 }

@@ -144,6 +144,15 @@ pub(crate) async fn run(
         };
         let error = match attempt {
             Ok(Ok((connection, specs))) => {
+                // What the server says it is for ranks its tools in search
+                // (server context); set before its tools so that the first
+                // snapshot with them already has it.
+                if let Some(info) = connection.peer().peer_info() {
+                    registry.set_descriptions([(
+                        source.clone(),
+                        connection::server_description(&info),
+                    )]);
+                }
                 let tools = publish(&slot, &registry, specs);
                 slot.set_peer(Some(connection.peer()));
                 slot.set_state(ServerState::Ready { tools });

@@ -68,6 +68,9 @@ struct Args {
     /// Write this line to stderr at start.
     #[arg(long)]
     stderr: Option<String>,
+    /// The `instructions` of the initialize result.
+    #[arg(long)]
+    instructions: Option<String>,
 }
 
 #[derive(Clone)]
@@ -211,7 +214,7 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
+        let info = ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -220,7 +223,11 @@ impl ServerHandler for TestServer {
         .with_server_info(Implementation::new(
             "quiver-test-mcp-server",
             env!("CARGO_PKG_VERSION"),
-        ))
+        ));
+        match &self.args.instructions {
+            Some(instructions) => info.with_instructions(instructions.clone()),
+            None => info,
+        }
     }
 
     async fn list_tools(
