@@ -152,6 +152,10 @@ pub(crate) async fn run_command(
     command
         .args(leading)
         .arg(&args.command)
+        // Only the configured variables: the daemon's own environment may
+        // hold model API keys and other secrets.
+        .env_clear()
+        .envs(config.environment.resolve(std::env::vars_os()))
         .env(
             "PWD",
             workspace

@@ -40,7 +40,7 @@ use crate::dispatch::{CoreTools, ToolError};
 use crate::registry::{RegistrationReport, ToolRegistry};
 use crate::tool::{ToolSource, ToolSpec};
 pub use error::{CoreToolError, ErrorKind};
-pub use settings::{CoreToolName, CoreToolsConfig, RunCommandConfig};
+pub use settings::{CommandEnvironment, CoreToolName, CoreToolsConfig, RunCommandConfig};
 use workspace::Workspace;
 
 /// The core tools could not be set up.

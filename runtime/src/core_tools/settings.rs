@@ -2,8 +2,11 @@
 //! [`crate::config`], keeping line and column) and the validated
 //! [`CoreToolsConfig`].
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -66,6 +69,8 @@ pub struct RunCommandConfig {
     /// The program and leading arguments the command string is appended
     /// to, e.g. `["sh", "-c"]`.
     pub shell: Vec<String>,
+    /// The environment commands start with.
+    pub environment: CommandEnvironment,
 }
 
 impl Default for RunCommandConfig {
@@ -75,9 +80,107 @@ impl Default for RunCommandConfig {
             timeout_s: 60,
             max_output_bytes: 32_768,
             shell: vec!["sh".to_owned(), "-c".to_owned()],
+            environment: CommandEnvironment::default(),
         }
     }
 }
+
+/// The daemon's variables a command inherits by default: what programs
+/// need to run and to read and write text, and nothing that usually holds
+/// a secret (model API keys stay with the daemon).
+pub const DEFAULT_ENV_INHERIT: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR",
+];
+
+/// The environment a command starts with: the daemon's variables whose
+/// names match one of the `inherit` globs, then the `set` ones (which win).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use quiver_runtime::core_tools::CommandEnvironment;
+///
+/// let set = BTreeMap::from([("CI".to_owned(), "1".to_owned())]);
+/// let environment = CommandEnvironment::new(vec!["PATH".into(), "LC_*".into()], set).unwrap();
+/// let daemon = [("PATH", "/bin"), ("LC_ALL", "C"), ("OPENAI_API_KEY", "sk-x")]
+///     .map(|(k, v)| (k.into(), v.into()));
+/// let names: Vec<_> = environment.resolve(daemon).into_iter().map(|(k, _)| k).collect();
+/// assert_eq!(names, ["PATH", "LC_ALL", "CI"]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct CommandEnvironment {
+    inherit: Vec<String>,
+    matcher: GlobSet,
+    set: BTreeMap<String, String>,
+}
+
+impl CommandEnvironment {
+    /// Inherits the variables named by `inherit` (globs: `LC_*`; `*` is
+    /// all), then sets `set`. Fails on a glob that does not parse.
+    pub fn new(
+        inherit: Vec<String>,
+        set: BTreeMap<String, String>,
+    ) -> Result<Self, globset::Error> {
+        let mut builder = GlobSetBuilder::new();
+        for pattern in &inherit {
+            builder.add(Glob::new(pattern)?);
+        }
+        Ok(CommandEnvironment {
+            matcher: builder.build()?,
+            inherit,
+            set,
+        })
+    }
+
+    /// The globs of inherited variable names.
+    pub fn inherit(&self) -> &[String] {
+        &self.inherit
+    }
+
+    /// The variables set for every command.
+    pub fn set(&self) -> &BTreeMap<String, String> {
+        &self.set
+    }
+
+    /// The variables a command starts with, given the daemon's `from`
+    /// (in its order, then the set ones).
+    pub fn resolve(
+        &self,
+        from: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Vec<(OsString, OsString)> {
+        let mut variables: Vec<(OsString, OsString)> = from
+            .into_iter()
+            .filter(|(name, _)| {
+                !name.to_str().is_some_and(|n| self.set.contains_key(n))
+                    && self.matcher.is_match(Path::new(name))
+            })
+            .collect();
+        variables.extend(
+            self.set
+                .iter()
+                .map(|(name, value)| (OsString::from(name), OsString::from(value))),
+        );
+        variables
+    }
+}
+
+impl Default for CommandEnvironment {
+    fn default() -> Self {
+        let inherit: Vec<String> = DEFAULT_ENV_INHERIT.iter().map(|&p| p.to_owned()).collect();
+        CommandEnvironment::new(inherit.clone(), BTreeMap::new()).unwrap_or(CommandEnvironment {
+            inherit,
+            matcher: GlobSet::empty(),
+            set: BTreeMap::new(),
+        })
+    }
+}
+
+impl PartialEq for CommandEnvironment {
+    fn eq(&self, other: &Self) -> bool {
+        self.inherit == other.inherit && self.set == other.set
+    }
+}
+
+impl Eq for CommandEnvironment {}
 
 /// The validated `core_tools` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,10 +260,13 @@ struct RawRunCommand {
     timeout_s: Option<Spanned<i64>>,
     max_output_bytes: Option<Spanned<i64>>,
     shell: Option<Spanned<Vec<String>>>,
+    env_inherit: Option<Spanned<Vec<String>>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
 }
 
 const CORE_TOOLS_KEYS: &str = "enabled, workspace, max_read_bytes, max_write_bytes, max_list_entries, max_search_matches, run_command";
-const RUN_COMMAND_KEYS: &str = "require_approval, timeout_s, max_output_bytes, shell";
+const RUN_COMMAND_KEYS: &str =
+    "require_approval, timeout_s, max_output_bytes, shell, env_inherit, env";
 const TOOL_NAMES: &str = "read_file, write_file, list_dir, search_files, run_command";
 
 const MAX_READ_BYTES: IntKey = IntKey {
@@ -223,7 +329,65 @@ pub(crate) fn allowed_for(key: &str) -> Option<String> {
         (true, "shell") => {
             "a non-empty list: the program and its leading arguments, e.g. [sh, -c]".into()
         }
+        (true, "env_inherit") => format!(
+            "a list of variable-name globs, e.g. [PATH, HOME, \"LC_*\"] ([\"*\"]: all); default [{}]",
+            DEFAULT_ENV_INHERIT.join(", ")
+        ),
+        (true, "env") => {
+            "a map of variable name (no `=`, not empty) to string value, e.g. {CI: \"1\"}".into()
+        }
         (true, _) => format!("keys {RUN_COMMAND_KEYS}"),
+    })
+}
+
+/// Validates `run_command.env_inherit` and `run_command.env`.
+fn command_environment(
+    inherit: Option<Spanned<Vec<String>>>,
+    set: Option<Spanned<BTreeMap<String, String>>>,
+    file: &str,
+) -> Result<CommandEnvironment, ConfigError> {
+    let defaults = CommandEnvironment::default();
+    let set_value = match set {
+        None => BTreeMap::new(),
+        Some(set) => {
+            let bad = set.value.iter().find_map(|(name, value)| {
+                if name.is_empty() || name.contains(['=', '\0']) {
+                    Some(format!(
+                        "variable name {name:?} is empty or holds `=` or NUL"
+                    ))
+                } else if value.contains('\0') {
+                    Some(format!("the value of {name} holds a NUL byte"))
+                } else {
+                    None
+                }
+            });
+            if let Some(message) = bad {
+                return Err(invalid(file, &set, "core_tools.run_command.env", message));
+            }
+            set.value
+        }
+    };
+    let Some(inherit) = inherit else {
+        return Ok(CommandEnvironment {
+            set: set_value,
+            ..defaults
+        });
+    };
+    if let Some(empty) = inherit.value.iter().position(|p| p.trim().is_empty()) {
+        return Err(invalid(
+            file,
+            &inherit,
+            "core_tools.run_command.env_inherit",
+            format!("item {} is empty", empty + 1),
+        ));
+    }
+    CommandEnvironment::new(inherit.value.clone(), set_value).map_err(|error| {
+        invalid(
+            file,
+            &inherit,
+            "core_tools.run_command.env_inherit",
+            format!("not a glob: {error}"),
+        )
     })
 }
 
@@ -316,6 +480,7 @@ pub(crate) fn validate_core_tools(
         }
         Some(shell) => shell.value,
     };
+    let environment = command_environment(raw_run.env_inherit, raw_run.env, file)?;
     let run_command = RunCommandConfig {
         require_approval: raw_run
             .require_approval
@@ -335,6 +500,7 @@ pub(crate) fn validate_core_tools(
             warnings,
         ),
         shell,
+        environment,
     };
     Ok(CoreToolsConfig {
         enabled,
@@ -389,6 +555,7 @@ mod tests {
                 timeout_s: 7,
                 max_output_bytes: 4096,
                 shell: vec!["bash".into(), "-lc".into()],
+                environment: CommandEnvironment::default(),
             }
         );
         assert!(c.approval_globs().is_empty());
@@ -448,6 +615,22 @@ mod tests {
         assert!(allowed.contains("directory"), "{allowed}");
         let (key, line, ..) = invalid("core_tools:\n  run_command:\n    shell: []\n");
         assert_eq!((key.as_str(), line), ("core_tools.run_command.shell", 3));
+        let (key, line, _, message, allowed) =
+            invalid("core_tools:\n  run_command:\n    env_inherit: [PATH, \"LC_[\"]\n");
+        assert_eq!(
+            (key.as_str(), line),
+            ("core_tools.run_command.env_inherit", 3)
+        );
+        assert!(message.contains("not a glob"), "{message}");
+        assert!(allowed.contains("LC_*"), "{allowed}");
+        let (key, _, _, message, _) =
+            invalid("core_tools:\n  run_command:\n    env_inherit: [PATH, \" \"]\n");
+        assert_eq!(key, "core_tools.run_command.env_inherit");
+        assert!(message.contains("item 2"), "{message}");
+        let (key, line, _, message, _) =
+            invalid("core_tools:\n  run_command:\n    env: {\"A=B\": x}\n");
+        assert_eq!((key.as_str(), line), ("core_tools.run_command.env", 3));
+        assert!(message.contains("A=B"), "{message}");
         let (key, _, _, message, allowed) = invalid("core_tools:\n  max_read_bytes: lots\n");
         assert_eq!(key, "core_tools.max_read_bytes");
         assert!(message.contains("integer"), "{message}");
@@ -455,6 +638,52 @@ mod tests {
         let (key, _, _, _, allowed) = invalid("core_tools:\n  workdir: x\n");
         assert!(key.starts_with("core_tools"), "{key}");
         assert!(allowed.contains("max_search_matches"), "{allowed}");
+    }
+
+    #[test]
+    fn the_environment_inherits_by_glob_and_set_variables_win() {
+        let daemon = || {
+            [
+                ("PATH", "/bin"),
+                ("LC_ALL", "C"),
+                ("API_KEY", "k"),
+                ("CI", "0"),
+            ]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        };
+        let names = |e: &CommandEnvironment| -> Vec<(String, String)> {
+            e.resolve(daemon())
+                .into_iter()
+                .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+                .collect()
+        };
+        let defaults = CommandEnvironment::default();
+        assert_eq!(
+            names(&defaults),
+            [
+                ("PATH".into(), "/bin".into()),
+                ("LC_ALL".into(), "C".into())
+            ]
+        );
+        let set = BTreeMap::from([("CI".to_owned(), "1".to_owned())]);
+        let all = CommandEnvironment::new(vec!["*".into()], set).unwrap();
+        assert_eq!(
+            names(&all),
+            [
+                ("PATH".into(), "/bin".into()),
+                ("LC_ALL".into(), "C".into()),
+                ("API_KEY".into(), "k".into()),
+                ("CI".into(), "1".into())
+            ]
+        );
+        let loaded = parse(
+            "core_tools:\n  run_command:\n    env_inherit: [HOME]\n    env: {CI: \"1\"}\n",
+            "q.yaml",
+        )
+        .unwrap();
+        let environment = &loaded.config.core_tools.run_command.environment;
+        assert_eq!(environment.inherit(), ["HOME"]);
+        assert_eq!(environment.set().get("CI").map(String::as_str), Some("1"));
     }
 
     #[test]
