@@ -1,8 +1,9 @@
 //! A model that keeps calling `tool_search` is stopped: past
 //! `agent.max_consecutive_searches` searches in a row, the search is not
 //! run, the model is told why, asked once more without tools, and the turn
-//! ends cleanly with its answer. A model that never stops calling tools
-//! ends at `agent.max_steps` the same way.
+//! ends cleanly with its answer; calls the model asked for after the
+//! limit in the same step are answered, not run. A model that never stops
+//! calling tools ends at `agent.max_steps` the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +25,14 @@ async fn endless_searching_and_endless_steps_end_the_turn() {
         {"match": "find a tool", "steps": [
             search("a"), search("b"), search("c"), search("d"),
             {"content": "I could not find one: {{last_tool_result}}"}
+        ]},
+        {"match": "batch", "steps": [
+            search("a"), search("b"), search("c"),
+            {"tool_calls": [
+                {"name": "tool_search", "arguments": {"query": "d"}},
+                {"name": "run_command", "arguments": {"command": "touch ran"}}
+            ]},
+            {"content": "stopped"}
         ]},
         {"match": "keep going", "steps": [
             search("a"), count, search("b"), count, search("c"),
@@ -63,6 +72,29 @@ async fn endless_searching_and_endless_steps_end_the_turn() {
         .filter(|m| m["role"] == "tool" && m["content"].as_str().unwrap().contains("\"matches\""))
         .count();
     assert_eq!(searches, 3);
+
+    // A call after the limit in the same step is not run.
+    let session = daemon.session(json!({})).await;
+    let outcome = daemon.say(&session, "batch of calls").await;
+    assert_eq!(outcome["stop"], "search_limit", "{outcome}");
+    let calls = outcome["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 5, "{outcome}");
+    assert_eq!(
+        (&calls[4]["called"], &calls[4]["ok"]),
+        (&json!("run_command"), &json!(false))
+    );
+    let (_, stored) = daemon.get(&format!("/v1/sessions/{session}")).await;
+    let not_run = stored["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_name"] == "run_command")
+        .unwrap();
+    assert!(
+        not_run["content"].as_str().unwrap().contains("not_run"),
+        "{not_run}"
+    );
+    assert!(!fixture.work().join("ran").exists());
 
     // Searches broken by other calls do not count as a loop; the step
     // limit ends the turn instead.

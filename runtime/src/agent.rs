@@ -10,6 +10,7 @@
 //! tool result or a closing note, and asked once more, without tools, for
 //! its answer.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -189,6 +190,8 @@ impl Agent {
         } = turn;
         let user = Message::user(user_text);
         log.append(&user)?;
+        // Where this turn starts: history is only ever cut before it.
+        let turn_start = history.len();
         history.push(user);
         let mut outcome = TurnOutcome {
             reply: String::new(),
@@ -199,13 +202,21 @@ impl Agent {
         };
         let mut consecutive_searches = 0u32;
         let mut ending: Option<(StopReason, String)> = None;
+        let mut last_assembly = None;
         while outcome.steps < self.config.max_steps {
             outcome.steps += 1;
             // Stateless: the tools are what the registry holds right now.
             let assembly =
                 session.assemble(&self.assembler, &self.registry.snapshot(), context_tokens);
             let completion = self
-                .ask(model, context_tokens, history, assembly.tools(), true)
+                .ask(
+                    model,
+                    context_tokens,
+                    history,
+                    turn_start,
+                    assembly.tools(),
+                    true,
+                )
                 .await?;
             outcome.usage.add(completion.usage);
             let Completion {
@@ -223,6 +234,23 @@ impl Agent {
                 return Ok(outcome);
             }
             for call in calls {
+                if let Some((_, note)) = &ending {
+                    // The turn is ending: the rest of this batch is answered,
+                    // not run (a `run_command` after the limit stays unrun).
+                    let content = json!({
+                        "error": "not_run",
+                        "message": format!("Not run: {note}"),
+                    });
+                    outcome.tool_calls.push(TurnToolCall {
+                        called: call.name.clone(),
+                        tool: call.name.clone(),
+                        ok: false,
+                    });
+                    let result = Message::tool_result(&call.id, &call.name, content.to_string());
+                    log.append(&result)?;
+                    history.push(result);
+                    continue;
+                }
                 let searching = call.name == TOOL_SEARCH;
                 consecutive_searches = if searching {
                     consecutive_searches + 1
@@ -252,6 +280,7 @@ impl Agent {
                 log.append(&result)?;
                 history.push(result);
             }
+            last_assembly = Some(assembly);
             if ending.is_some() {
                 break;
             }
@@ -271,7 +300,13 @@ impl Agent {
         log.append(&closing)?;
         history.push(closing);
         outcome.steps += 1;
-        let completion = self.ask(model, context_tokens, history, &[], false).await?;
+        // The tools go along, refused by `allow_tools: false`: a history
+        // holding tool calls and results is only accepted (Anthropic) with
+        // the tools it used defined.
+        let tools = last_assembly.as_ref().map_or(&[][..], |a| a.tools());
+        let completion = self
+            .ask(model, context_tokens, history, turn_start, tools, false)
+            .await?;
         outcome.usage.add(completion.usage);
         // A server may ignore "no tools"; its calls are not run.
         let answer = Message::assistant(completion.message.content, Vec::new());
@@ -287,17 +322,19 @@ impl Agent {
         model: &dyn ModelProvider,
         context_tokens: u64,
         history: &[Message],
+        turn_start: usize,
         tools: &[Value],
         allow_tools: bool,
     ) -> Result<Completion, ModelError> {
         let tools_tokens = tokens::count(&Value::from(tools.to_vec()).to_string());
         let reserved =
             tools_tokens + tokens::count(&self.config.system_prompt) + context_tokens / 8; // room for the answer
-        let window = fit_history(history, context_tokens.saturating_sub(reserved));
+        let window = fit_history(history, turn_start, context_tokens.saturating_sub(reserved));
+        let window = answer_unanswered_calls(window);
         model
             .complete(CompletionRequest {
                 system: &self.config.system_prompt,
-                messages: window,
+                messages: &window,
                 tools,
                 max_output_tokens: 0,
                 allow_tools,
@@ -364,25 +401,108 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
-/// The most recent part of `history` that fits in `budget` tokens, cut only
-/// where a user message starts (so no tool result loses its call). The
-/// last user message and what follows it are always kept.
-pub fn fit_history(history: &[Message], budget: u64) -> &[Message] {
-    let mut used = 0u64;
-    let mut start = history.len();
-    let mut cut = history.len();
-    for (index, message) in history.iter().enumerate().rev() {
+/// The most recent part of `history` that fits in `budget` tokens, cut
+/// only where a user message at or before `turn_start` begins (so no tool
+/// result loses its call, and the current turn, its closing note included,
+/// is never cut). When the current turn alone is over the budget, the
+/// contents of its older tool results are replaced by a short note, oldest
+/// first, the last step's results kept, so a long turn still fits.
+pub fn fit_history(history: &[Message], turn_start: usize, budget: u64) -> Cow<'_, [Message]> {
+    let turn_start = turn_start.min(history.len());
+    let turn = history.get(turn_start..).unwrap_or_default();
+    let mut used: u64 = turn.iter().map(message_tokens).sum();
+    let mut cut = turn_start;
+    for (index, message) in history.iter().enumerate().take(turn_start).rev() {
         used += message_tokens(message);
-        start = index;
+        if used > budget {
+            break;
+        }
         if message.role == Role::User {
-            if used > budget && cut < history.len() {
-                break;
-            }
             cut = index;
         }
     }
-    let _ = start;
-    history.get(cut..).unwrap_or(history)
+    let window = history.get(cut..).unwrap_or_default();
+    let turn_tokens: u64 = turn.iter().map(message_tokens).sum();
+    if turn_tokens <= budget {
+        return Cow::Borrowed(window);
+    }
+    // Only the turn is sent; its older results give way.
+    let mut messages = turn.to_vec();
+    let last_step = messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+        .unwrap_or(messages.len());
+    let mut over = turn_tokens - budget;
+    for message in messages.iter_mut().take(last_step) {
+        if over == 0 {
+            break;
+        }
+        if message.role != Role::Tool || message.content == DROPPED_RESULT {
+            continue;
+        }
+        let before = message_tokens(message);
+        message.content = DROPPED_RESULT.to_owned();
+        over = over.saturating_sub(before.saturating_sub(message_tokens(message)));
+    }
+    Cow::Owned(messages)
+}
+
+/// What an older tool result of a turn too long for the context says
+/// instead of its content.
+pub const DROPPED_RESULT: &str =
+    "[quiver: this result was dropped to fit the context; call the tool again if you need it]";
+
+/// The messages with a result after every tool call that has none (a turn
+/// interrupted between a call and its result: a crash, a stopped daemon,
+/// an abandoned chat), since model APIs refuse a call left unanswered. The
+/// stored history is left as it happened.
+pub fn answer_unanswered_calls(messages: Cow<'_, [Message]>) -> Cow<'_, [Message]> {
+    // The results of the call message at `at`: the tool messages right after it.
+    let results = |at: usize| {
+        messages
+            .get(at + 1..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|m| m.role == Role::Tool)
+    };
+    let missing = |at: usize, message: &Message| -> Vec<usize> {
+        (0..message.tool_calls.len())
+            .filter(|&c| {
+                let id = message.tool_calls.get(c).map(|call| call.id.as_str());
+                !results(at).any(|r| r.tool_call_id.as_deref() == id)
+            })
+            .collect()
+    };
+    if messages
+        .iter()
+        .enumerate()
+        .all(|(at, message)| missing(at, message).is_empty())
+    {
+        return messages;
+    }
+    let mut repaired = Vec::with_capacity(messages.len() + 1);
+    let mut at = 0;
+    while let Some(message) = messages.get(at) {
+        repaired.push(message.clone());
+        let answered = results(at).count();
+        repaired.extend(results(at).cloned());
+        for call in missing(at, message)
+            .into_iter()
+            .filter_map(|c| message.tool_calls.get(c))
+        {
+            let content = json!({
+                "error": "interrupted",
+                "message": format!("`{}` did not finish: the turn was interrupted before its result", call.name),
+            });
+            repaired.push(Message::tool_result(
+                &call.id,
+                &call.name,
+                content.to_string(),
+            ));
+        }
+        at += 1 + answered;
+    }
+    Cow::Owned(repaired)
 }
 
 fn message_tokens(message: &Message) -> u64 {
@@ -400,31 +520,112 @@ mod tests {
     use super::*;
     use crate::model::ToolCall;
 
+    fn call(id: &str) -> Message {
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: id.into(),
+                name: "tool_search".into(),
+                arguments: "{}".into(),
+            }],
+        )
+    }
+
     #[test]
-    fn history_is_cut_at_user_messages_only() {
+    fn history_is_cut_at_user_messages_before_the_turn_only() {
         let long = "x".repeat(400); // 100 tokens
         let history = vec![
             Message::user(&long),
-            Message::assistant(
-                "",
-                vec![ToolCall {
-                    id: "1".into(),
-                    name: "tool_search".into(),
-                    arguments: "{}".into(),
-                }],
-            ),
+            call("1"),
             Message::tool_result("1", "tool_search", &long),
             Message::assistant(&long, Vec::new()),
             Message::user("second"),
             Message::assistant("answer", Vec::new()),
+            Message::user("third"),
+            Message::user("[quiver] Step limit reached"),
         ];
-        assert_eq!(fit_history(&history, 10_000).len(), 6);
+        assert_eq!(fit_history(&history, 6, 10_000).len(), 8);
         // Too small for the first exchange: it goes whole, never half.
-        let fitted = fit_history(&history, 50);
-        assert_eq!(fitted.len(), 2);
+        let fitted = fit_history(&history, 6, 50);
+        assert_eq!(fitted.len(), 4);
         assert_eq!(fitted[0].content, "second");
-        // Even a budget of nothing keeps the current user message.
-        assert_eq!(fit_history(&history, 0).len(), 2);
+        // The closing note is no cut point: the turn's question stays.
+        let fitted = fit_history(&history, 6, 0);
+        assert_eq!(fitted.len(), 2);
+        assert_eq!(fitted[0].content, "third");
+    }
+
+    #[test]
+    fn a_turn_over_the_budget_drops_its_older_results_first() {
+        let long = "x".repeat(4000); // 1000 tokens
+        let history = vec![
+            Message::user("old question"),
+            Message::assistant("old answer", Vec::new()),
+            Message::user("question"),
+            call("1"),
+            Message::tool_result("1", "tool_search", &long),
+            call("2"),
+            Message::tool_result("2", "tool_search", &long),
+        ];
+        let fitted = fit_history(&history, 2, 1500);
+        assert_eq!(fitted.len(), 5, "only the turn");
+        assert_eq!(fitted[0].content, "question");
+        assert_eq!(fitted[2].content, DROPPED_RESULT);
+        // The last step's result is what the model must see.
+        assert_eq!(fitted[4].content, long);
+        assert_eq!(fitted[4].tool_call_id.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn unanswered_calls_get_an_interrupted_result_in_place() {
+        let two_calls = Message::assistant(
+            "",
+            vec![
+                ToolCall {
+                    id: "a".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                },
+                ToolCall {
+                    id: "b".into(),
+                    name: "run_command".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+        );
+        let history = vec![
+            Message::user("q"),
+            two_calls,
+            Message::tool_result("a", "read_file", "text"),
+            // The turn stopped here; a later turn's question follows.
+            Message::user("again"),
+        ];
+        let repaired = answer_unanswered_calls(Cow::Borrowed(&history));
+        let shape: Vec<(Role, Option<&str>)> = repaired
+            .iter()
+            .map(|m| (m.role, m.tool_call_id.as_deref()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (Role::User, None),
+                (Role::Assistant, None),
+                (Role::Tool, Some("a")),
+                (Role::Tool, Some("b")),
+                (Role::User, None),
+            ]
+        );
+        assert!(
+            repaired[3].content.contains("interrupted"),
+            "{}",
+            repaired[3].content
+        );
+        // A whole history is passed through as it is.
+        let whole = &history[..1];
+        assert!(matches!(
+            answer_unanswered_calls(Cow::Borrowed(whole)),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
