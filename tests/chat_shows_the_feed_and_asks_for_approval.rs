@@ -70,3 +70,50 @@ async fn chat_runs_turns_shows_the_feed_and_asks() {
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].messages, 6);
 }
+
+/// Input that ends while a prompt waits denies the call at once, instead
+/// of leaving the prompt to wait out `approval.timeout_s`.
+#[tokio::test(flavor = "multi_thread")]
+async fn end_of_input_at_a_prompt_denies_at_once() {
+    let script = json!([{"match": "run it", "steps": [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "touch ran"}}]},
+        {"content": "result: {{last_tool_result}}"}
+    ]}]);
+    let model = ScriptedModel::start(&script, &[]);
+    let fixture = Fixture::new();
+    // Long enough that waiting it out would fail the deadline below.
+    let config = fixture.config(&model.base_url, "approval:\n  timeout_s: 600\n");
+    let mut child = Command::new(quiver_tests::quiver_bin())
+        .arg("chat")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"please run it\n")
+        .unwrap();
+    let pid = child.id();
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let Ok(output) = waited else {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        panic!("chat still waits at the prompt after its input ended");
+    };
+    let output = output.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout.contains("approval_denied"), "{stdout}\n{stderr}");
+    assert!(!fixture.work().join("ran").exists());
+}

@@ -4,13 +4,15 @@
 //! calls that need approval are asked on the terminal. Sessions are stored
 //! like the daemon's: `--session ID` resumes one.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use tokio::sync::broadcast::error::RecvError;
 
 use quiver_runtime::daemon::{Daemon, DaemonOptions, NewSession};
 use quiver_runtime::dispatch::approval::terminal::TerminalApprover;
@@ -58,10 +60,15 @@ pub fn run(args: ChatArgs) -> Result<ExitCode> {
             }
         }
     });
-    let (approval_input, mut approval_writer) =
+    let (approval_input, approval_writer) =
         std::io::pipe().context("cannot make a pipe for approval answers")?;
     let approver =
         TerminalApprover::new(std::io::BufReader::new(approval_input), std::io::stderr());
+    let asking = approver.asking();
+    // At a terminal, a line typed while no prompt waits answers nothing (a
+    // `y` typed ahead must not approve the next command); piped input is a
+    // script, and its lines answer the prompts in order.
+    let interactive = std::io::stdin().is_terminal();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,10 +105,19 @@ pub fn run(args: ChatArgs) -> Result<ExitCode> {
         );
         let mut events = live.session.subscribe();
         tokio::spawn(async move {
-            while let Ok(event) = events.recv().await {
-                eprintln!("  · {}", event.render());
+            loop {
+                match events.recv().await {
+                    Ok(event) => eprintln!("  · {}", event.render()),
+                    Err(RecvError::Lagged(skipped)) => {
+                        eprintln!(
+                            "  · ({skipped} activity events not shown: the terminal fell behind)"
+                        );
+                    }
+                    Err(RecvError::Closed) => break,
+                }
             }
         });
+        let mut approval_writer = Some(approval_writer);
         loop {
             eprint!("> ");
             let _ = std::io::stderr().flush();
@@ -127,10 +143,20 @@ pub fn run(args: ChatArgs) -> Result<ExitCode> {
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut turn => break outcome,
-                    Some(answer) = lines.recv() => {
+                    line = lines.recv(), if approval_writer.is_some() => match line {
+                        Some(answer) if interactive && !asking.load(Ordering::SeqCst) => {
+                            eprintln!("(no approval is waiting; ignored: {answer})");
+                        }
                         // A line typed during a turn answers the pending prompt.
-                        let _ = writeln!(approval_writer, "{answer}");
-                    }
+                        Some(answer) => {
+                            if let Some(writer) = approval_writer.as_mut() {
+                                let _ = writeln!(writer, "{answer}");
+                            }
+                        }
+                        // End of input: a waiting prompt reads its end too
+                        // (and denies) instead of waiting out its timeout.
+                        None => approval_writer = None,
+                    },
                 }
             };
             match outcome {

@@ -29,6 +29,7 @@ struct Terminal {
 #[derive(Clone)]
 pub struct TerminalApprover {
     terminal: Arc<Mutex<Terminal>>,
+    asking: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for TerminalApprover {
@@ -58,7 +59,15 @@ impl TerminalApprover {
                 output: Box::new(output),
                 abandoned: false,
             })),
+            asking: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// True while a prompt is shown and waiting for its answer: a reader
+    /// sharing the terminal with other input (`quiver chat`) forwards lines
+    /// to the approver only then, so a line typed ahead answers nothing.
+    pub fn asking(&self) -> Arc<AtomicBool> {
+        self.asking.clone()
     }
 
     /// Prompts on stderr and reads stdin.
@@ -69,7 +78,12 @@ impl TerminalApprover {
 
 /// Reads one answer; end of input denies, and so does the call giving up
 /// waiting (`cancelled`), which also discards any late answer to it.
-fn ask(terminal: &Mutex<Terminal>, request: &ApprovalRequest, cancelled: &AtomicBool) -> Decision {
+fn ask(
+    terminal: &Mutex<Terminal>,
+    request: &ApprovalRequest,
+    cancelled: &AtomicBool,
+    asking: &AtomicBool,
+) -> Decision {
     let mut terminal = terminal.lock().unwrap_or_else(PoisonError::into_inner);
     if terminal.abandoned {
         while terminal.lines.try_recv().is_ok() {}
@@ -91,6 +105,8 @@ fn ask(terminal: &Mutex<Terminal>, request: &ApprovalRequest, cancelled: &Atomic
             reason: "the approval prompt could not be shown".to_owned(),
         };
     }
+    asking.store(true, Ordering::SeqCst);
+    let _answered = ClearOnDrop(asking);
     loop {
         match terminal.lines.recv_timeout(CANCEL_POLL) {
             Ok(line) => {
@@ -123,6 +139,15 @@ fn ask(terminal: &Mutex<Terminal>, request: &ApprovalRequest, cancelled: &Atomic
     }
 }
 
+/// Clears its flag when dropped: the prompt got its answer or gave up.
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// Sets its flag when dropped: the approval future was dropped (timed out).
 struct CancelOnDrop(Arc<AtomicBool>);
 
@@ -135,10 +160,11 @@ impl Drop for CancelOnDrop {
 impl Approver for TerminalApprover {
     fn decide(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         let terminal = self.terminal.clone();
+        let asking = self.asking.clone();
         Box::pin(async move {
             let cancelled = Arc::new(AtomicBool::new(false));
             let _guard = CancelOnDrop(cancelled.clone());
-            tokio::task::spawn_blocking(move || ask(&terminal, &request, &cancelled))
+            tokio::task::spawn_blocking(move || ask(&terminal, &request, &cancelled, &asking))
                 .await
                 .unwrap_or(Decision::Deny {
                     reason: "the approval prompt failed".to_owned(),
@@ -195,6 +221,24 @@ mod tests {
             shown.contains("approve `mcp_github_create_issue` via tool_call for session s1?"),
             "{shown}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn asking_is_true_only_while_a_prompt_waits() {
+        let (input, mut writer) = std::io::pipe().unwrap();
+        let approver = TerminalApprover::new(std::io::BufReader::new(input), Shared::default());
+        let asking = approver.asking();
+        assert!(!asking.load(Ordering::SeqCst));
+        let pending = tokio::spawn({
+            let approver = approver.clone();
+            async move { approver.decide(request()).await }
+        });
+        while !asking.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        writeln!(writer, "y").unwrap();
+        assert_eq!(pending.await.unwrap(), Decision::Approve);
+        assert!(!asking.load(Ordering::SeqCst));
     }
 
     fn request() -> ApprovalRequest {
