@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -43,8 +43,10 @@ pub enum StoreError {
         found: i64,
     },
     /// A query failed.
-    #[error("state database error while {what}: {source}")]
+    #[error("state database {path}: error while {what}: {source}")]
     Query {
+        /// The database file.
+        path: PathBuf,
         /// What was being done.
         what: &'static str,
         /// The SQLite error.
@@ -294,7 +296,11 @@ impl Store {
             .connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        f(&mut connection).map_err(|source| StoreError::Query { what, source })
+        f(&mut connection).map_err(|source| StoreError::Query {
+            path: self.path.clone(),
+            what,
+            source,
+        })
     }
 
     /// Stores a new session (its message count is ignored).
@@ -352,7 +358,10 @@ impl Store {
             detail: e.to_string(),
         })?;
         let seq = self.with("storing a message", |c| {
-            let transaction = c.transaction()?;
+            // Immediate: it takes the write lock before reading the next
+            // position, so another process (`serve --stdio` beside the
+            // daemon) writing in between makes it wait, not fail busy.
+            let transaction = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let seq: i64 = transaction.query_row(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session = ?1",
                 params![session],
@@ -720,6 +729,34 @@ mod tests {
         assert_eq!(messages[1].message.tool_calls[0].name, "tool_search");
         assert_eq!(store.messages("b").unwrap()[0].message.content, "other");
         assert!(store.session("zzz").unwrap().is_none());
+    }
+
+    #[test]
+    fn two_connections_appending_to_one_session_wait_for_each_other() {
+        // Two handles on one file are two writers, as two processes are.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("quiver.db");
+        let first = std::sync::Arc::new(Store::open(&path).unwrap());
+        let second = std::sync::Arc::new(Store::open(&path).unwrap());
+        first.create_session(&session("a")).unwrap();
+        let writers: Vec<_> = [first.clone(), second, first.clone()]
+            .into_iter()
+            .enumerate()
+            .map(|(writer, store)| {
+                std::thread::spawn(move || {
+                    for n in 0..100 {
+                        store
+                            .append_message("a", &Message::user(format!("{writer}-{n}")))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let positions: Vec<u64> = first.messages("a").unwrap().iter().map(|m| m.seq).collect();
+        assert_eq!(positions, (1..=300).collect::<Vec<u64>>());
     }
 
     #[test]
