@@ -54,8 +54,25 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let status = match runtime.block_on(ask_daemon(&state_dir)) {
-        Some(status) => status,
-        None => runtime.block_on(local_status(&config, &state_dir, wait, args.dev))?,
+        DaemonAnswer::Status(status) => status,
+        DaemonAnswer::NoDaemon => {
+            runtime.block_on(local_status(&config, &state_dir, wait, args.dev))?
+        }
+        DaemonAnswer::Stale { file, pid } => {
+            eprintln!(
+                "note: {} names process {pid}, which is not running (a daemon that did not stop cleanly); showing what this process finds",
+                file.display()
+            );
+            runtime.block_on(local_status(&config, &state_dir, wait, args.dev))?
+        }
+        DaemonAnswer::NoAnswer { file, pid, error } => {
+            // Starting a second copy of every MCP server beside a live
+            // daemon would hide the problem; say it instead.
+            anyhow::bail!(
+                "the daemon named by {} (process {pid}) is running but did not answer: {error} (if process {pid} is no Quiver daemon, remove that file)",
+                file.display()
+            );
+        }
     };
     print(&status, args.json)?;
     let all_ok = status["mcp_servers"]
@@ -70,29 +87,88 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
     })
 }
 
-/// The running daemon's `/v1/status`, when `daemon.json` names one that answers.
-async fn ask_daemon(state_dir: &Path) -> Option<Value> {
-    let file = std::fs::read_to_string(state_dir.join(crate::serve_cli::DAEMON_FILE)).ok()?;
-    let daemon: Value = serde_json::from_str(&file).ok()?;
-    let url = daemon["url"].as_str()?;
-    let token_file = daemon["token_file"].as_str()?;
-    let token = std::fs::read_to_string(token_file).ok()?;
-    let client = reqwest::Client::builder()
+/// What asking the daemon of a state directory gave.
+enum DaemonAnswer {
+    /// Its `/v1/status`.
+    Status(Value),
+    /// No `daemon.json`: no daemon runs on this state directory.
+    NoDaemon,
+    /// `daemon.json` names a process that is gone.
+    Stale { file: PathBuf, pid: u32 },
+    /// The process is alive but the request failed.
+    NoAnswer {
+        file: PathBuf,
+        pid: u32,
+        error: String,
+    },
+}
+
+/// Asks the daemon `daemon.json` names for its `/v1/status`.
+async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
+    let file = state_dir.join(crate::serve_cli::DAEMON_FILE);
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return DaemonAnswer::NoDaemon;
+    };
+    let daemon: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let pid = daemon["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .unwrap_or(0);
+    if pid == 0 || !process_is_alive(pid) {
+        return DaemonAnswer::Stale { file, pid };
+    }
+    let no_answer = |error: String| DaemonAnswer::NoAnswer {
+        file: file.clone(),
+        pid,
+        error,
+    };
+    let (Some(url), Some(token_file)) = (daemon["url"].as_str(), daemon["token_file"].as_str())
+    else {
+        return no_answer("the file has no `url` or `token_file`".to_owned());
+    };
+    let token = match std::fs::read_to_string(token_file) {
+        Ok(token) => token,
+        Err(error) => {
+            return no_answer(format!("cannot read the token file {token_file}: {error}"));
+        }
+    };
+    let client = match reqwest::Client::builder()
         .timeout(Duration::from_secs(3))
         .build()
-        .ok()?;
-    let response = client
+    {
+        Ok(client) => client,
+        Err(error) => return no_answer(error.to_string()),
+    };
+    let response = match client
         .get(format!("{url}/v1/status"))
         .bearer_auth(token.trim())
         .send()
         .await
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
+    {
+        Ok(response) => response,
+        Err(error) => return no_answer(format!("GET {url}/v1/status: {error}")),
+    };
+    let code = response.status();
+    if !code.is_success() {
+        return no_answer(format!("GET {url}/v1/status answered {code}"));
     }
-    let mut status: Value = response.json().await.ok()?;
-    status["daemon"] = json!({"running": true, "url": url});
-    Some(status)
+    match response.json::<Value>().await {
+        Ok(mut status) => {
+            status["daemon"] = json!({"running": true, "url": url});
+            DaemonAnswer::Status(status)
+        }
+        Err(error) => no_answer(format!("GET {url}/v1/status: {error}")),
+    }
+}
+
+/// Whether process `pid` exists (ours or not).
+fn process_is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 async fn local_status(
