@@ -11,11 +11,28 @@ mod daemon;
 mod model;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use daemon::Fixture;
 use model::ScriptedModel;
 use serde_json::json;
+
+/// `quiver chat` on `config`, given `input` and then the end of input.
+fn chat(fixture: &Fixture, config: &std::path::Path, input: &[u8]) -> Child {
+    let mut child = Command::new(quiver_tests::quiver_bin())
+        .arg("chat")
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_runs_turns_shows_the_feed_and_asks() {
@@ -27,24 +44,8 @@ async fn chat_runs_turns_shows_the_feed_and_asks() {
     let model = ScriptedModel::start(&script, &[]);
     let fixture = Fixture::new();
     let config = fixture.config(&model.base_url, "");
-    let mut child = Command::new(quiver_tests::quiver_bin())
-        .arg("chat")
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(fixture.state())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // The message, then the answer to the approval prompt; then end of input.
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"please list and count\ny\n")
-        .unwrap();
+    let child = chat(&fixture, &config, b"please list and count\ny\n");
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -83,23 +84,7 @@ async fn end_of_input_at_a_prompt_denies_at_once() {
     let fixture = Fixture::new();
     // Long enough that waiting it out would fail the deadline below.
     let config = fixture.config(&model.base_url, "approval:\n  timeout_s: 600\n");
-    let mut child = Command::new(quiver_tests::quiver_bin())
-        .arg("chat")
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(fixture.state())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"please run it\n")
-        .unwrap();
+    let child = chat(&fixture, &config, b"please run it\n");
     let pid = child.id();
     let waited = tokio::time::timeout(
         std::time::Duration::from_secs(60),
