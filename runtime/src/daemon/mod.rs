@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod gateway;
 pub mod settings;
+pub mod turn_lock;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,7 +97,9 @@ pub enum DaemonError {
     #[error("session `{0}` has no model: configure one under `models` (and `default_model`)")]
     NoModel(String),
     /// A turn is already running in the session.
-    #[error("a turn is already running in session `{0}`; wait for it to end")]
+    #[error(
+        "a turn is already running in session `{0}` (in this process or another on the same state directory); wait for it to end"
+    )]
     TurnBusy(String),
     /// A gateway session cannot run turns.
     #[error("session `{0}` is an MCP gateway session, not a chat")]
@@ -549,9 +552,18 @@ impl Daemon {
             .clone()
             .try_lock_owned()
             .map_err(|_| DaemonError::TurnBusy(id.to_owned()))?;
+        // Another process on this state directory (`quiver chat --session`)
+        // may be running a turn of the same session.
+        let file_lock = turn_lock::try_lock(&self.state_dir, id)
+            .map_err(|error| DaemonError::StateDir {
+                path: turn_lock::lock_path(&self.state_dir, id),
+                detail: format!("cannot take the session's turn lock: {error}"),
+            })?
+            .ok_or_else(|| DaemonError::TurnBusy(id.to_owned()))?;
         let daemon = self.clone();
         let task = tokio::spawn(async move {
             let _guard = guard;
+            let _file_lock = file_lock;
             let mut history: Vec<Message> = daemon
                 .store
                 .messages(&live.record.id)?
