@@ -28,7 +28,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
@@ -53,6 +53,9 @@ const REPLAY_LIMIT: usize = 10_000;
 struct ApiState {
     daemon: Arc<Daemon>,
     admin_digest: Arc<str>,
+    /// Fires when the server stops: open event streams end with it, so a
+    /// graceful shutdown does not wait on them forever.
+    shutdown: CancellationToken,
 }
 
 /// An API error: an HTTP status and `{"error": code, "message"}`.
@@ -139,6 +142,7 @@ pub fn router(
     let state = ApiState {
         daemon: daemon.clone(),
         admin_digest: auth::digest(admin_token).into(),
+        shutdown: shutdown.clone(),
     };
     let mut mcp_config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
@@ -336,7 +340,7 @@ async fn session_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     state.daemon.session(&id)?;
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, Some(id), after)
+    events_stream(&state.daemon, Some(id), after, state.shutdown.clone())
 }
 
 async fn all_events(
@@ -345,7 +349,7 @@ async fn all_events(
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, None, after)
+    events_stream(&state.daemon, None, after, state.shutdown.clone())
 }
 
 /// Where an event stream stands: the log to replay, then the live feed.
@@ -368,11 +372,13 @@ fn sse_event(record: &EventRecord) -> SseEvent {
 }
 
 /// Stored events after `after` (when given), then live ones, each once,
-/// as `event: activity` with the log id as the SSE id.
+/// as `event: activity` with the log id as the SSE id, until `shutdown`
+/// fires.
 fn events_stream(
     daemon: &Daemon,
     session: Option<String>,
     after: Option<i64>,
+    shutdown: CancellationToken,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>> {
     // Subscribed before reading the log, so nothing falls between the two.
     let live = daemon.subscribe_records();
@@ -409,7 +415,8 @@ fn events_stream(
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
-    });
+    })
+    .take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
