@@ -420,7 +420,7 @@ impl Daemon {
         };
         // Built before storing, so a subagent beyond its parent's grant
         // leaves nothing behind.
-        let live = self.build_live(record.clone(), parent.as_deref())?;
+        let live = self.build_live(record.clone(), parent.as_deref(), Origin::New)?;
         self.store.create_session(&record)?;
         self.sessions.insert(record.id.clone(), live);
         Ok(record)
@@ -439,7 +439,9 @@ impl Daemon {
             Some(parent) => Some(self.session(parent)?),
             None => None,
         };
-        let live = self.build_live(record, parent.as_deref())?;
+        // Checked against its parent's grant when it was created; the
+        // registry may lack tools now (an MCP server still connecting).
+        let live = self.build_live(record, parent.as_deref(), Origin::Stored)?;
         Ok(self.sessions.entry(id.to_owned()).or_insert(live).clone())
     }
 
@@ -447,15 +449,19 @@ impl Daemon {
         &self,
         record: SessionRecord,
         parent: Option<&LiveSession>,
+        origin: Origin,
     ) -> Result<Arc<LiveSession>, DaemonError> {
         let scope = Scope::new(record.grants.iter().cloned())?;
-        let session = match parent {
-            Some(parent) => {
+        let session = match (parent, origin) {
+            (Some(parent), Origin::New) => {
                 parent
                     .session
                     .subagent(record.id.clone(), scope, &self.registry.snapshot())?
             }
-            None => Session::new(record.id.clone(), scope, self.feed.clone()),
+            (Some(parent), Origin::Stored) => {
+                parent.session.restored_subagent(record.id.clone(), scope)
+            }
+            (None, _) => Session::new(record.id.clone(), scope, self.feed.clone()),
         };
         Ok(Arc::new(LiveSession {
             record,
@@ -497,7 +503,7 @@ impl Daemon {
                 record
             }
         };
-        let live = self.build_live(record, None)?;
+        let live = self.build_live(record, None, Origin::Stored)?;
         self.sessions.insert(id, live.clone());
         Ok(live)
     }
@@ -623,6 +629,14 @@ impl Daemon {
             persister.abort();
         }
     }
+}
+
+/// Whether a session is being made or rebuilt from its stored record
+/// (whose grant was checked when it was made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    New,
+    Stored,
 }
 
 /// A turn's messages go to the session's rows as they happen.
