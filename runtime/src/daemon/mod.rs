@@ -171,7 +171,8 @@ pub struct NewSession {
     #[serde(default)]
     pub id: Option<String>,
     /// Toolsets or tool globs granted (`core`, `plugin-NAME`, `mcp-SERVER`,
-    /// exposed tool names); absent: everything (within the parent's grant).
+    /// exposed tool names); absent: the parent's grant for a subagent,
+    /// else everything.
     #[serde(default, alias = "toolsets")]
     pub grants: Option<Vec<String>>,
     /// The model (a name under `models`); absent: `default_model`.
@@ -386,7 +387,11 @@ impl Daemon {
             Some(parent) => Some(self.session(parent)?),
             None => None,
         };
-        let grants = request.grants.unwrap_or_else(|| vec!["*".to_owned()]);
+        let grants = match (request.grants, &parent) {
+            (Some(grants), _) => grants,
+            (None, Some(parent)) => parent.record.grants.clone(),
+            (None, None) => vec!["*".to_owned()],
+        };
         Scope::new(grants.iter().cloned())?;
         let model = match request.model {
             Some(name) => {
