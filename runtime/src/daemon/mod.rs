@@ -427,7 +427,7 @@ impl Daemon {
         // leaves nothing behind.
         let live = self.build_live(record.clone(), parent.as_deref(), Origin::New)?;
         self.store.create_session(&record)?;
-        self.sessions.insert(record.id.clone(), live);
+        self.publish(live);
         Ok(record)
     }
 
@@ -448,6 +448,16 @@ impl Daemon {
         // registry may lack tools now (an MCP server still connecting).
         let live = self.build_live(record, parent.as_deref(), Origin::Stored)?;
         Ok(self.sessions.entry(id.to_owned()).or_insert(live).clone())
+    }
+
+    /// Makes `live` the loaded copy of its session, unless a request
+    /// loaded (and may have locked) one since its record was stored: that
+    /// one is kept and returned, so a session never has two turn locks.
+    fn publish(&self, live: Arc<LiveSession>) -> Arc<LiveSession> {
+        self.sessions
+            .entry(live.record.id.clone())
+            .or_insert(live)
+            .clone()
     }
 
     fn build_live(
@@ -509,8 +519,16 @@ impl Daemon {
             }
         };
         let live = self.build_live(record, None, Origin::Stored)?;
-        self.sessions.insert(id, live.clone());
-        Ok(live)
+        // A copy another request loaded meanwhile is kept (it may be in
+        // use), unless it has the client's old grant.
+        Ok(match self.sessions.entry(id) {
+            dashmap::Entry::Occupied(mut held) if held.get().record.grants != grants => {
+                held.insert(live.clone());
+                live
+            }
+            dashmap::Entry::Occupied(held) => held.get().clone(),
+            dashmap::Entry::Vacant(slot) => slot.insert(live).clone(),
+        })
     }
 
     /// Every stored session.
@@ -710,4 +728,41 @@ fn make_private_dir(dir: &Path) -> Result<(), DaemonError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon with no tool sources beyond the core tools, its state in
+    /// `dir`.
+    pub(crate) async fn test_daemon(dir: &Path) -> Arc<Daemon> {
+        let mut config = Config::default();
+        config.serve.state_dir = Some(dir.join("state"));
+        config.core_tools.workspace = dir.to_path_buf();
+        Daemon::start(config, DaemonOptions::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_session_loaded_meanwhile_is_kept_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        daemon
+            .create_session(NewSession {
+                id: Some("busy".into()),
+                ..NewSession::default()
+            })
+            .unwrap();
+        let loaded = daemon.session("busy").unwrap();
+        let _turn = loaded.turn.clone().try_lock_owned().unwrap();
+        // Another copy built from the same record (as a racing create or
+        // gateway request would) must not take the locked one's place.
+        let record = daemon.store.session("busy").unwrap().unwrap();
+        let other = daemon.build_live(record, None, Origin::Stored).unwrap();
+        let kept = daemon.publish(other);
+        assert!(Arc::ptr_eq(&kept, &loaded));
+        assert!(daemon.session("busy").unwrap().turn.try_lock().is_err());
+    }
 }
