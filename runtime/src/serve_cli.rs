@@ -103,7 +103,7 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
     let handler = GatewayHandler::fixed(
         daemon.clone(),
         GatewayIdentity {
-            client: "stdio".to_owned(),
+            client: api::STDIO_CLIENT.to_owned(),
             grants,
         },
     );

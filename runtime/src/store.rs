@@ -321,6 +321,19 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces a session's grant (a gateway client's changed); returns
+    /// whether the session was there.
+    pub fn set_session_grants(&self, id: &str, grants: &[String]) -> Result<bool, StoreError> {
+        let grants = json_text(grants);
+        let updated = self.with("updating a session's grant", |c| {
+            c.execute(
+                "UPDATE sessions SET grants = ?2 WHERE id = ?1",
+                params![id, grants],
+            )
+        })?;
+        Ok(updated > 0)
+    }
+
     /// One session, if stored.
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let row = self.with("reading a session", |c| {

@@ -46,6 +46,13 @@ use crate::store::{EventRecord, StoreError};
 /// The name the daemon's own token has on the gateway.
 pub const ADMIN_CLIENT: &str = "daemon";
 
+/// The name `quiver serve --stdio`'s client has on the gateway.
+pub const STDIO_CLIENT: &str = "stdio";
+
+/// Client names the gateway uses itself; a gateway client may not take one
+/// (it would share that session).
+pub const RESERVED_CLIENTS: [&str; 2] = [ADMIN_CLIENT, STDIO_CLIENT];
+
 /// Most stored events one replay sends before going live.
 const REPLAY_LIMIT: usize = 10_000;
 
@@ -85,9 +92,10 @@ impl From<DaemonError> for ApiError {
             | DaemonError::Scope(_)
             | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
             DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
-            DaemonError::TurnBusy(_) | DaemonError::NoModel(_) | DaemonError::NotAChat(_) => {
-                StatusCode::CONFLICT
-            }
+            DaemonError::TurnBusy(_)
+            | DaemonError::NoModel(_)
+            | DaemonError::NotAChat(_)
+            | DaemonError::GatewaySessionTaken { .. } => StatusCode::CONFLICT,
             DaemonError::Model(_) | DaemonError::Turn(crate::agent::TurnError::Model(_)) => {
                 StatusCode::BAD_GATEWAY
             }
@@ -564,13 +572,16 @@ async fn create_client(
     body: Result<Json<NewClient>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let Json(client) = body?;
-    if !crate::naming::is_valid_plain_name(&client.name) || client.name == ADMIN_CLIENT {
+    if !crate::naming::is_valid_plain_name(&client.name)
+        || RESERVED_CLIENTS.contains(&client.name.as_str())
+    {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!(
-                "client name `{}` is not valid: use 1 to 64 characters from [A-Za-z0-9_-], not `{ADMIN_CLIENT}`",
-                client.name
+                "client name `{}` is not valid: use 1 to 64 characters from [A-Za-z0-9_-], not {}",
+                client.name,
+                RESERVED_CLIENTS.map(|n| format!("`{n}`")).join(" or ")
             ),
         ));
     }

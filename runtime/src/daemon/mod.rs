@@ -38,6 +38,10 @@ use crate::registry::ToolRegistry;
 use crate::scope::{Scope, ScopeError};
 use crate::store::{EventRecord, SessionKind, SessionRecord, Store, StoreError, StoredMessage};
 
+/// What every MCP gateway client's session id starts with
+/// (`gateway-NAME`); sessions made through the API may not.
+pub const GATEWAY_SESSION_PREFIX: &str = "gateway-";
+
 /// The database file in the state directory.
 pub const DATABASE_FILE: &str = "quiver.db";
 
@@ -98,6 +102,17 @@ pub enum DaemonError {
     /// A turn is already running in the session.
     #[error("a turn is already running in session `{0}`; wait for it to end")]
     TurnBusy(String),
+    /// A session id of the MCP gateway's (`gateway-NAME`) is held by a
+    /// session of another kind.
+    #[error(
+        "session `{id}` is not an MCP gateway session, so gateway client `{client}` cannot use it; rename the client"
+    )]
+    GatewaySessionTaken {
+        /// The session id.
+        id: String,
+        /// The gateway client.
+        client: String,
+    },
     /// A gateway session cannot run turns.
     #[error("session `{0}` is an MCP gateway session, not a chat")]
     NotAChat(String),
@@ -135,6 +150,7 @@ impl DaemonError {
             DaemonError::NoModel(_) => "no_model",
             DaemonError::TurnBusy(_) => "turn_in_progress",
             DaemonError::NotAChat(_) => "not_a_chat_session",
+            DaemonError::GatewaySessionTaken { .. } => "session_id_taken",
             DaemonError::BadRequest(_) => "bad_request",
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
@@ -383,6 +399,11 @@ impl Daemon {
             }
             None => format!("s-{}", auth::random_hex(8)),
         };
+        if id.starts_with(GATEWAY_SESSION_PREFIX) {
+            return Err(DaemonError::BadRequest(format!(
+                "session id `{id}` is reserved: ids starting with `{GATEWAY_SESSION_PREFIX}` are the MCP gateway clients' sessions"
+            )));
+        }
         let parent = match &request.parent {
             Some(parent) => Some(self.session(parent)?),
             None => None,
@@ -492,15 +513,30 @@ impl Daemon {
         client: &str,
         grants: &[String],
     ) -> Result<Arc<LiveSession>, DaemonError> {
-        let id = format!("gateway-{client}");
-        if let Some(live) = self.sessions.get(&id)
-            && live.record.grants == grants
-        {
-            return Ok(live.clone());
+        let id = format!("{GATEWAY_SESSION_PREFIX}{client}");
+        let taken = || DaemonError::GatewaySessionTaken {
+            id: id.clone(),
+            client: client.to_owned(),
+        };
+        if let Some(live) = self.sessions.get(&id) {
+            if live.record.kind != SessionKind::Gateway {
+                return Err(taken());
+            }
+            if live.record.grants == grants {
+                return Ok(live.clone());
+            }
         }
         let record = match self.store.session(&id)? {
+            Some(record) if record.kind != SessionKind::Gateway => return Err(taken()),
             Some(record) if record.grants == grants => record,
-            _ => {
+            Some(mut record) => {
+                // The client's grant changed: the session keeps its id
+                // and history, with the new grant stored.
+                self.store.set_session_grants(&id, grants)?;
+                record.grants = grants.to_vec();
+                record
+            }
+            None => {
                 let record = SessionRecord {
                     id: id.clone(),
                     kind: SessionKind::Gateway,
@@ -764,5 +800,43 @@ mod tests {
         let kept = daemon.publish(other);
         assert!(Arc::ptr_eq(&kept, &loaded));
         assert!(daemon.session("busy").unwrap().turn.try_lock().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_chat_session_with_a_gateway_id_is_not_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        // Stored before such ids were reserved.
+        daemon
+            .store
+            .create_session(&SessionRecord {
+                id: "gateway-foo".into(),
+                kind: SessionKind::Chat,
+                parent: None,
+                grants: vec!["*".into()],
+                model: None,
+                context_tokens: 8000,
+                created_ms: 0,
+                messages: 0,
+            })
+            .unwrap();
+        match daemon.gateway_session("foo", &["*".to_owned()]) {
+            Err(DaemonError::GatewaySessionTaken { id, client }) => {
+                assert_eq!((id.as_str(), client.as_str()), ("gateway-foo", "foo"));
+            }
+            other => panic!("{other:?}"),
+        }
+        daemon.session("gateway-foo").unwrap();
+        assert!(matches!(
+            daemon.gateway_session("foo", &["*".to_owned()]),
+            Err(DaemonError::GatewaySessionTaken { .. })
+        ));
+        assert!(matches!(
+            daemon.create_session(NewSession {
+                id: Some("gateway-bar".into()),
+                ..NewSession::default()
+            }),
+            Err(DaemonError::BadRequest(_))
+        ));
     }
 }
