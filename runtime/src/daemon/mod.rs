@@ -741,9 +741,10 @@ async fn persist_events(
 }
 
 /// Creates `dir` (and parents) readable by its owner only; refuses an
-/// existing one that others can write to.
+/// existing one that group or others can read or write, or that another
+/// user owns: it holds the token and every session.
 fn make_private_dir(dir: &Path) -> Result<(), DaemonError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let error = |detail: String| DaemonError::StateDir {
         path: dir.to_path_buf(),
         detail,
@@ -753,14 +754,19 @@ fn make_private_dir(dir: &Path) -> Result<(), DaemonError> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| error(e.to_string()))?;
-    let mode = std::fs::metadata(dir)
-        .map_err(|e| error(e.to_string()))?
-        .permissions()
-        .mode();
-    if mode & 0o022 != 0 {
+    let metadata = std::fs::metadata(dir).map_err(|e| error(e.to_string()))?;
+    let uid = crate::plugins::files::current_uid().unwrap_or(0);
+    if metadata.uid() != uid {
         return Err(error(format!(
-            "writable by others (mode {:o}); run chmod go-w on it",
-            mode & 0o777
+            "owned by uid {}, not by this user (uid {uid}); use a state directory of your own",
+            metadata.uid()
+        )));
+    }
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(error(format!(
+            "mode {mode:o} lets group or others in, and it holds the token and every session; run chmod 700 {}",
+            dir.display()
         )));
     }
     Ok(())
@@ -838,5 +844,42 @@ mod tests {
             }),
             Err(DaemonError::BadRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_state_dir_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let message = make_private_dir(&state).unwrap_err().to_string();
+        assert!(message.contains(&state.display().to_string()), "{message}");
+        assert!(message.contains("755"), "{message}");
+        assert!(message.contains("chmod 700"), "{message}");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        make_private_dir(&state).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A database made earlier with the usual umask.
+        let db = state.join(DATABASE_FILE);
+        drop(Store::open(&db).unwrap());
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        daemon.create_session(NewSession::default()).unwrap();
+        for name in [DATABASE_FILE, "quiver.db-wal", "quiver.db-shm"] {
+            let mode = std::fs::metadata(state.join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}: {:o}", mode & 0o777);
+        }
     }
 }
