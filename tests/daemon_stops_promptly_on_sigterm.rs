@@ -83,13 +83,20 @@ async fn hanging_turn(daemon: &TestDaemon, model: std::net::TcpListener) -> std:
     accepted.unwrap().unwrap().0
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_second_sigterm_ends_a_stop_that_waits_on_a_request() {
+/// A daemon (and its scratch directory) running a turn that waits on a
+/// model that never answers, and that model connection.
+async fn daemon_in_a_hanging_turn() -> (Fixture, TestDaemon, std::net::TcpStream) {
     let (model, model_url) = silent_model();
     let fixture = Fixture::new();
     let config = fixture.config(&model_url, "");
-    let mut daemon = TestDaemon::start(&config, &fixture.state());
-    let _turn = hanging_turn(&daemon, model).await;
+    let daemon = TestDaemon::start(&config, &fixture.state());
+    let turn = hanging_turn(&daemon, model).await;
+    (fixture, daemon, turn)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_sigterm_ends_a_stop_that_waits_on_a_request() {
+    let (_fixture, mut daemon, _turn) = daemon_in_a_hanging_turn().await;
 
     // The first signal waits for the running turn ...
     assert!(
@@ -107,11 +114,7 @@ async fn a_second_sigterm_ends_a_stop_that_waits_on_a_request() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stop_waits_on_a_request_for_at_most_ten_seconds() {
-    let (model, model_url) = silent_model();
-    let fixture = Fixture::new();
-    let config = fixture.config(&model_url, "");
-    let mut daemon = TestDaemon::start(&config, &fixture.state());
-    let _turn = hanging_turn(&daemon, model).await;
+    let (_fixture, mut daemon, _turn) = daemon_in_a_hanging_turn().await;
 
     let started = Instant::now();
     let status = daemon
