@@ -80,3 +80,49 @@ async fn a_restarted_daemon_keeps_its_sessions() {
     assert_eq!(events[0]["via_bridge"], true);
     assert!(events[0]["id"].as_i64().unwrap() > 0);
 }
+
+/// A subagent granted a tool by name (checked against the live registry
+/// when it was made) loads after a restart while that tool's MCP server is
+/// still connecting, within its parent's grant.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_subagent_loads_while_its_mcp_server_connects() {
+    let model = ScriptedModel::start(&json!([]), &[]);
+    let fixture = Fixture::new();
+    let config = fixture.config(&model.base_url, "");
+    let mut daemon = TestDaemon::start(&config, &fixture.state());
+    for attempt in 0.. {
+        if daemon.get("/v1/status").await.1["mcp_servers"][0]["state"] == "ready" {
+            break;
+        }
+        assert!(attempt < 300, "the test MCP server never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon
+        .session(json!({"id": "lead", "grants": ["mcp-test", "plugin-text"]}))
+        .await;
+    daemon
+        .session(json!({"id": "helper", "parent": "lead", "grants": ["mcp_test_echo"]}))
+        .await;
+    daemon.stop();
+
+    // The same server now never answers: it stays "connecting".
+    let text = std::fs::read_to_string(&config).unwrap();
+    let server = quiver_tests::mcp_test_server().display().to_string();
+    let slow = text.replace(
+        &format!("command: {server}"),
+        "command: sleep\n    args: [\"600\"]\n    connect_timeout_s: 600",
+    );
+    assert_ne!(slow, text);
+    std::fs::write(&config, slow).unwrap();
+    let daemon = TestDaemon::start(&config, &fixture.state());
+    assert_ne!(
+        daemon.get("/v1/status").await.1["mcp_servers"][0]["state"],
+        "ready"
+    );
+
+    let (status, helper) = daemon.get("/v1/sessions/helper").await;
+    assert_eq!(status, 200, "{helper}");
+    assert_eq!(helper["session"]["grants"], json!(["mcp_test_echo"]));
+    let (status, catalog) = daemon.get("/v1/sessions/helper/catalog").await;
+    assert_eq!(status, 200, "{catalog}");
+}

@@ -60,6 +60,18 @@ async fn sessions_and_subagents_stay_within_their_grant() {
         tool_names(&catalog["tools"]),
         ["tool_search", "tool_describe", "tool_call"]
     );
+    // Without `grants`, a subagent gets its parent's grant.
+    let (status, inherited) = daemon.post("/v1/sessions", json!({"parent": parent})).await;
+    assert_eq!(status, 201, "{inherited}");
+    let (_, parent_record) = daemon.get(&format!("/v1/sessions/{parent}")).await;
+    assert_eq!(inherited["grants"], parent_record["session"]["grants"]);
+    let (status, catalog) = daemon
+        .get(&format!(
+            "/v1/sessions/{}/catalog",
+            inherited["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 200, "{catalog}");
     let (status, refused) = daemon
         .post(
             "/v1/sessions",

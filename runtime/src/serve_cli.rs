@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -69,13 +70,17 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         if args.stdio {
             serve_stdio(config, args.grants, args.dev).await
         } else {
             serve_http(config, args.allow_non_loopback, args.dev).await
         }
-    })?;
+    });
+    // Connections a forced stop left open, or stdin's blocking reader, must
+    // not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -98,7 +103,7 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
     let handler = GatewayHandler::fixed(
         daemon.clone(),
         GatewayIdentity {
-            client: "stdio".to_owned(),
+            client: api::STDIO_CLIENT.to_owned(),
             grants,
         },
     );
@@ -149,12 +154,37 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
         wait_for_signal().await;
         signal.cancel();
     });
-    let served = axum::serve(listener, router)
+    let server = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await;
+        .into_future();
+    let served = tokio::select! {
+        served = server => served,
+        () = forced_stop(&shutdown) => Ok(()),
+    };
     let _ = std::fs::remove_file(&daemon_file);
     daemon.shutdown().await;
     served.context("the HTTP server failed")
+}
+
+/// How long a stop waits for open requests (a running turn, say) before
+/// it ends them.
+const GRACEFUL_STOP: Duration = Duration::from_secs(10);
+
+/// Resolves when a graceful stop has gone on too long: a second signal, or
+/// [`GRACEFUL_STOP`] after the first.
+async fn forced_stop(shutdown: &CancellationToken) {
+    shutdown.cancelled().await;
+    tokio::select! {
+        () = wait_for_signal() => {
+            tracing::warn!("second signal: stopping without waiting for open requests");
+        }
+        () = tokio::time::sleep(GRACEFUL_STOP) => {
+            tracing::warn!(
+                seconds = GRACEFUL_STOP.as_secs(),
+                "open requests did not finish in time; stopping anyway"
+            );
+        }
+    }
 }
 
 async fn wait_for_signal() {

@@ -32,6 +32,14 @@ pub enum StoreError {
         /// The SQLite error.
         source: rusqlite::Error,
     },
+    /// The database file's permissions could not be made owner-only.
+    #[error("cannot make {path} readable by its owner only: {source}")]
+    Permissions {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// The database was written by a newer Quiver.
     #[error(
         "the state database {path} has schema version {found}; this Quiver reads up to {SCHEMA_VERSION}"
@@ -253,6 +261,10 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
+        // Sessions and the activity log are private: the file is made
+        // 0600 before SQLite opens it (its -wal and -shm files take the
+        // database's mode), and set again in case it existed.
+        restrict_to_owner(path, true)?;
         let connection = Connection::open(path).map_err(open_error)?;
         connection
             .busy_timeout(Duration::from_secs(5))
@@ -263,6 +275,11 @@ impl Store {
         connection
             .pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_error)?;
+        for suffix in ["-wal", "-shm"] {
+            let mut companion = path.as_os_str().to_owned();
+            companion.push(suffix);
+            restrict_to_owner(Path::new(&companion), false)?;
+        }
         let found: i64 = connection
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(open_error)?;
@@ -325,6 +342,19 @@ impl Store {
             return Err(StoreError::SessionExists(session.id.clone()));
         }
         Ok(())
+    }
+
+    /// Replaces a session's grant (a gateway client's changed); returns
+    /// whether the session was there.
+    pub fn set_session_grants(&self, id: &str, grants: &[String]) -> Result<bool, StoreError> {
+        let grants = json_text(grants);
+        let updated = self.with("updating a session's grant", |c| {
+            c.execute(
+                "UPDATE sessions SET grants = ?2 WHERE id = ?1",
+                params![id, grants],
+            )
+        })?;
+        Ok(updated > 0)
     }
 
     /// One session, if stored.
@@ -628,6 +658,28 @@ impl RawSession {
             created_ms: self.created_ms,
             messages: u64::try_from(self.messages).unwrap_or(0),
         })
+    }
+}
+
+/// Sets `path` to mode 0600; creates it (empty, 0600) when `create`,
+/// else leaves a missing file alone.
+fn restrict_to_owner(path: &Path, create: bool) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let error = |source| StoreError::Permissions {
+        path: path.to_path_buf(),
+        source,
+    };
+    if create {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(error)?;
+    }
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other.map_err(error),
     }
 }
 

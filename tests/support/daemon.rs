@@ -210,20 +210,39 @@ impl TestDaemon {
 
     /// Stops the daemon with SIGTERM and waits for it to exit.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.0.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while Instant::now() < deadline {
-                if let Ok(Some(status)) = child.0.try_wait() {
-                    assert!(status.success(), "quiver serve exited with {status}");
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        let status = self
+            .signal_and_wait(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("quiver serve did not stop within 15 s of SIGTERM"));
+        assert!(status.success(), "quiver serve exited with {status}");
+    }
+
+    /// Sends the daemon SIGTERM and waits up to `limit` for it to exit:
+    /// its exit status, or `None` if it is still running (it can be
+    /// signalled again).
+    pub fn signal_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = child.0.try_wait() {
+                self.child = None;
+                return Some(status);
             }
-            panic!("quiver serve did not stop within 15 s of SIGTERM");
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// An HTTP client and request builder for `path` with the token, for
+    /// requests the helpers above do not cover (streams kept open, say).
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
     }
 }
 

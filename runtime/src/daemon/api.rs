@@ -28,7 +28,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
@@ -46,6 +46,13 @@ use crate::store::{EventRecord, StoreError};
 /// The name the daemon's own token has on the gateway.
 pub const ADMIN_CLIENT: &str = "daemon";
 
+/// The name `quiver serve --stdio`'s client has on the gateway.
+pub const STDIO_CLIENT: &str = "stdio";
+
+/// Client names the gateway uses itself; a gateway client may not take one
+/// (it would share that session).
+pub const RESERVED_CLIENTS: [&str; 2] = [ADMIN_CLIENT, STDIO_CLIENT];
+
 /// Most stored events one replay sends before going live.
 const REPLAY_LIMIT: usize = 10_000;
 
@@ -53,6 +60,9 @@ const REPLAY_LIMIT: usize = 10_000;
 struct ApiState {
     daemon: Arc<Daemon>,
     admin_digest: Arc<str>,
+    /// Fires when the server stops: open event streams end with it, so a
+    /// graceful shutdown does not wait on them forever.
+    shutdown: CancellationToken,
 }
 
 /// An API error: an HTTP status and `{"error": code, "message"}`.
@@ -82,9 +92,10 @@ impl From<DaemonError> for ApiError {
             | DaemonError::Scope(_)
             | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
             DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
-            DaemonError::TurnBusy(_) | DaemonError::NoModel(_) | DaemonError::NotAChat(_) => {
-                StatusCode::CONFLICT
-            }
+            DaemonError::TurnBusy(_)
+            | DaemonError::NoModel(_)
+            | DaemonError::NotAChat(_)
+            | DaemonError::GatewaySessionTaken { .. } => StatusCode::CONFLICT,
             DaemonError::Model(_) | DaemonError::Turn(crate::agent::TurnError::Model(_)) => {
                 StatusCode::BAD_GATEWAY
             }
@@ -139,6 +150,7 @@ pub fn router(
     let state = ApiState {
         daemon: daemon.clone(),
         admin_digest: auth::digest(admin_token).into(),
+        shutdown: shutdown.clone(),
     };
     let mut mcp_config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
@@ -336,7 +348,7 @@ async fn session_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     state.daemon.session(&id)?;
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, Some(id), after)
+    events_stream(&state.daemon, Some(id), after, state.shutdown.clone())
 }
 
 async fn all_events(
@@ -345,7 +357,7 @@ async fn all_events(
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, None, after)
+    events_stream(&state.daemon, None, after, state.shutdown.clone())
 }
 
 /// Where an event stream stands: the log to replay, then the live feed.
@@ -368,11 +380,13 @@ fn sse_event(record: &EventRecord) -> SseEvent {
 }
 
 /// Stored events after `after` (when given), then live ones, each once,
-/// as `event: activity` with the log id as the SSE id.
+/// as `event: activity` with the log id as the SSE id, until `shutdown`
+/// fires.
 fn events_stream(
     daemon: &Daemon,
     session: Option<String>,
     after: Option<i64>,
+    shutdown: CancellationToken,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>> {
     // Subscribed before reading the log, so nothing falls between the two.
     let live = daemon.subscribe_records();
@@ -409,7 +423,8 @@ fn events_stream(
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
-    });
+    })
+    .take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -557,13 +572,16 @@ async fn create_client(
     body: Result<Json<NewClient>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let Json(client) = body?;
-    if !crate::naming::is_valid_plain_name(&client.name) || client.name == ADMIN_CLIENT {
+    if !crate::naming::is_valid_plain_name(&client.name)
+        || RESERVED_CLIENTS.contains(&client.name.as_str())
+    {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!(
-                "client name `{}` is not valid: use 1 to 64 characters from [A-Za-z0-9_-], not `{ADMIN_CLIENT}`",
-                client.name
+                "client name `{}` is not valid: use 1 to 64 characters from [A-Za-z0-9_-], not {}",
+                client.name,
+                RESERVED_CLIENTS.map(|n| format!("`{n}`")).join(" or ")
             ),
         ));
     }

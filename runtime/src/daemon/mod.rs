@@ -39,6 +39,10 @@ use crate::registry::ToolRegistry;
 use crate::scope::{Scope, ScopeError};
 use crate::store::{EventRecord, SessionKind, SessionRecord, Store, StoreError, StoredMessage};
 
+/// What every MCP gateway client's session id starts with
+/// (`gateway-NAME`); sessions made through the API may not.
+pub const GATEWAY_SESSION_PREFIX: &str = "gateway-";
+
 /// The database file in the state directory.
 pub const DATABASE_FILE: &str = "quiver.db";
 
@@ -101,6 +105,17 @@ pub enum DaemonError {
         "a turn is already running in session `{0}` (in this process or another on the same state directory); wait for it to end"
     )]
     TurnBusy(String),
+    /// A session id of the MCP gateway's (`gateway-NAME`) is held by a
+    /// session of another kind.
+    #[error(
+        "session `{id}` is not an MCP gateway session, so gateway client `{client}` cannot use it; rename the client"
+    )]
+    GatewaySessionTaken {
+        /// The session id.
+        id: String,
+        /// The gateway client.
+        client: String,
+    },
     /// A gateway session cannot run turns.
     #[error("session `{0}` is an MCP gateway session, not a chat")]
     NotAChat(String),
@@ -138,6 +153,7 @@ impl DaemonError {
             DaemonError::NoModel(_) => "no_model",
             DaemonError::TurnBusy(_) => "turn_in_progress",
             DaemonError::NotAChat(_) => "not_a_chat_session",
+            DaemonError::GatewaySessionTaken { .. } => "session_id_taken",
             DaemonError::BadRequest(_) => "bad_request",
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
@@ -174,7 +190,8 @@ pub struct NewSession {
     #[serde(default)]
     pub id: Option<String>,
     /// Toolsets or tool globs granted (`core`, `plugin-NAME`, `mcp-SERVER`,
-    /// exposed tool names); absent: everything (within the parent's grant).
+    /// exposed tool names); absent: the parent's grant for a subagent,
+    /// else everything.
     #[serde(default, alias = "toolsets")]
     pub grants: Option<Vec<String>>,
     /// The model (a name under `models`); absent: `default_model`.
@@ -385,11 +402,20 @@ impl Daemon {
             }
             None => format!("s-{}", auth::random_hex(8)),
         };
+        if id.starts_with(GATEWAY_SESSION_PREFIX) {
+            return Err(DaemonError::BadRequest(format!(
+                "session id `{id}` is reserved: ids starting with `{GATEWAY_SESSION_PREFIX}` are the MCP gateway clients' sessions"
+            )));
+        }
         let parent = match &request.parent {
             Some(parent) => Some(self.session(parent)?),
             None => None,
         };
-        let grants = request.grants.unwrap_or_else(|| vec!["*".to_owned()]);
+        let grants = match (request.grants, &parent) {
+            (Some(grants), _) => grants,
+            (None, Some(parent)) => parent.record.grants.clone(),
+            (None, None) => vec!["*".to_owned()],
+        };
         Scope::new(grants.iter().cloned())?;
         let model = match request.model {
             Some(name) => {
@@ -423,9 +449,9 @@ impl Daemon {
         };
         // Built before storing, so a subagent beyond its parent's grant
         // leaves nothing behind.
-        let live = self.build_live(record.clone(), parent.as_deref())?;
+        let live = self.build_live(record.clone(), parent.as_deref(), Origin::New)?;
         self.store.create_session(&record)?;
-        self.sessions.insert(record.id.clone(), live);
+        self.publish(live);
         Ok(record)
     }
 
@@ -442,23 +468,39 @@ impl Daemon {
             Some(parent) => Some(self.session(parent)?),
             None => None,
         };
-        let live = self.build_live(record, parent.as_deref())?;
+        // Checked against its parent's grant when it was created; the
+        // registry may lack tools now (an MCP server still connecting).
+        let live = self.build_live(record, parent.as_deref(), Origin::Stored)?;
         Ok(self.sessions.entry(id.to_owned()).or_insert(live).clone())
+    }
+
+    /// Makes `live` the loaded copy of its session, unless a request
+    /// loaded (and may have locked) one since its record was stored: that
+    /// one is kept and returned, so a session never has two turn locks.
+    fn publish(&self, live: Arc<LiveSession>) -> Arc<LiveSession> {
+        self.sessions
+            .entry(live.record.id.clone())
+            .or_insert(live)
+            .clone()
     }
 
     fn build_live(
         &self,
         record: SessionRecord,
         parent: Option<&LiveSession>,
+        origin: Origin,
     ) -> Result<Arc<LiveSession>, DaemonError> {
         let scope = Scope::new(record.grants.iter().cloned())?;
-        let session = match parent {
-            Some(parent) => {
+        let session = match (parent, origin) {
+            (Some(parent), Origin::New) => {
                 parent
                     .session
                     .subagent(record.id.clone(), scope, &self.registry.snapshot())?
             }
-            None => Session::new(record.id.clone(), scope, self.feed.clone()),
+            (Some(parent), Origin::Stored) => {
+                parent.session.restored_subagent(record.id.clone(), scope)
+            }
+            (None, _) => Session::new(record.id.clone(), scope, self.feed.clone()),
         };
         Ok(Arc::new(LiveSession {
             record,
@@ -474,15 +516,30 @@ impl Daemon {
         client: &str,
         grants: &[String],
     ) -> Result<Arc<LiveSession>, DaemonError> {
-        let id = format!("gateway-{client}");
-        if let Some(live) = self.sessions.get(&id)
-            && live.record.grants == grants
-        {
-            return Ok(live.clone());
+        let id = format!("{GATEWAY_SESSION_PREFIX}{client}");
+        let taken = || DaemonError::GatewaySessionTaken {
+            id: id.clone(),
+            client: client.to_owned(),
+        };
+        if let Some(live) = self.sessions.get(&id) {
+            if live.record.kind != SessionKind::Gateway {
+                return Err(taken());
+            }
+            if live.record.grants == grants {
+                return Ok(live.clone());
+            }
         }
         let record = match self.store.session(&id)? {
+            Some(record) if record.kind != SessionKind::Gateway => return Err(taken()),
             Some(record) if record.grants == grants => record,
-            _ => {
+            Some(mut record) => {
+                // The client's grant changed: the session keeps its id
+                // and history, with the new grant stored.
+                self.store.set_session_grants(&id, grants)?;
+                record.grants = grants.to_vec();
+                record
+            }
+            None => {
                 let record = SessionRecord {
                     id: id.clone(),
                     kind: SessionKind::Gateway,
@@ -500,9 +557,17 @@ impl Daemon {
                 record
             }
         };
-        let live = self.build_live(record, None)?;
-        self.sessions.insert(id, live.clone());
-        Ok(live)
+        let live = self.build_live(record, None, Origin::Stored)?;
+        // A copy another request loaded meanwhile is kept (it may be in
+        // use), unless it has the client's old grant.
+        Ok(match self.sessions.entry(id) {
+            dashmap::Entry::Occupied(mut held) if held.get().record.grants != grants => {
+                held.insert(live.clone());
+                live
+            }
+            dashmap::Entry::Occupied(held) => held.get().clone(),
+            dashmap::Entry::Vacant(slot) => slot.insert(live).clone(),
+        })
     }
 
     /// Every stored session.
@@ -637,6 +702,14 @@ impl Daemon {
     }
 }
 
+/// Whether a session is being made or rebuilt from its stored record
+/// (whose grant was checked when it was made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    New,
+    Stored,
+}
+
 /// A turn's messages go to the session's rows as they happen.
 struct StoreLog {
     store: Arc<Store>,
@@ -680,9 +753,10 @@ async fn persist_events(
 }
 
 /// Creates `dir` (and parents) readable by its owner only; refuses an
-/// existing one that others can write to.
+/// existing one that group or others can read or write, or that another
+/// user owns: it holds the token and every session.
 fn make_private_dir(dir: &Path) -> Result<(), DaemonError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     let error = |detail: String| DaemonError::StateDir {
         path: dir.to_path_buf(),
         detail,
@@ -692,15 +766,132 @@ fn make_private_dir(dir: &Path) -> Result<(), DaemonError> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| error(e.to_string()))?;
-    let mode = std::fs::metadata(dir)
-        .map_err(|e| error(e.to_string()))?
-        .permissions()
-        .mode();
-    if mode & 0o022 != 0 {
+    let metadata = std::fs::metadata(dir).map_err(|e| error(e.to_string()))?;
+    let uid = crate::plugins::files::current_uid().unwrap_or(0);
+    if metadata.uid() != uid {
         return Err(error(format!(
-            "writable by others (mode {:o}); run chmod go-w on it",
-            mode & 0o777
+            "owned by uid {}, not by this user (uid {uid}); use a state directory of your own",
+            metadata.uid()
+        )));
+    }
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(error(format!(
+            "mode {mode:o} lets group or others in, and it holds the token and every session; run chmod 700 {}",
+            dir.display()
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon with no tool sources beyond the core tools, its state in
+    /// `dir`.
+    pub(crate) async fn test_daemon(dir: &Path) -> Arc<Daemon> {
+        let mut config = Config::default();
+        config.serve.state_dir = Some(dir.join("state"));
+        config.core_tools.workspace = dir.to_path_buf();
+        Daemon::start(config, DaemonOptions::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_session_loaded_meanwhile_is_kept_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        daemon
+            .create_session(NewSession {
+                id: Some("busy".into()),
+                ..NewSession::default()
+            })
+            .unwrap();
+        let loaded = daemon.session("busy").unwrap();
+        let _turn = loaded.turn.clone().try_lock_owned().unwrap();
+        // Another copy built from the same record (as a racing create or
+        // gateway request would) must not take the locked one's place.
+        let record = daemon.store.session("busy").unwrap().unwrap();
+        let other = daemon.build_live(record, None, Origin::Stored).unwrap();
+        let kept = daemon.publish(other);
+        assert!(Arc::ptr_eq(&kept, &loaded));
+        assert!(daemon.session("busy").unwrap().turn.try_lock().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_chat_session_with_a_gateway_id_is_not_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        // Stored before such ids were reserved.
+        daemon
+            .store
+            .create_session(&SessionRecord {
+                id: "gateway-foo".into(),
+                kind: SessionKind::Chat,
+                parent: None,
+                grants: vec!["*".into()],
+                model: None,
+                context_tokens: 8000,
+                created_ms: 0,
+                messages: 0,
+            })
+            .unwrap();
+        match daemon.gateway_session("foo", &["*".to_owned()]) {
+            Err(DaemonError::GatewaySessionTaken { id, client }) => {
+                assert_eq!((id.as_str(), client.as_str()), ("gateway-foo", "foo"));
+            }
+            other => panic!("{other:?}"),
+        }
+        daemon.session("gateway-foo").unwrap();
+        assert!(matches!(
+            daemon.gateway_session("foo", &["*".to_owned()]),
+            Err(DaemonError::GatewaySessionTaken { .. })
+        ));
+        assert!(matches!(
+            daemon.create_session(NewSession {
+                id: Some("gateway-bar".into()),
+                ..NewSession::default()
+            }),
+            Err(DaemonError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn a_state_dir_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let message = make_private_dir(&state).unwrap_err().to_string();
+        assert!(message.contains(&state.display().to_string()), "{message}");
+        assert!(message.contains("755"), "{message}");
+        assert!(message.contains("chmod 700"), "{message}");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        make_private_dir(&state).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A database made earlier with the usual umask.
+        let db = state.join(DATABASE_FILE);
+        drop(Store::open(&db).unwrap());
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let daemon = test_daemon(dir.path()).await;
+        daemon.create_session(NewSession::default()).unwrap();
+        for name in [DATABASE_FILE, "quiver.db-wal", "quiver.db-shm"] {
+            let mode = std::fs::metadata(state.join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}: {:o}", mode & 0o777);
+        }
+    }
 }

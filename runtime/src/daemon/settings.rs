@@ -2,6 +2,7 @@
 //! shapes (read by [`crate::config`], keeping line and column) and their
 //! validated forms.
 
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +26,8 @@ pub struct ServeConfig {
     /// The HTTP address (API and MCP gateway).
     pub listen: SocketAddr,
     /// Sessions, the token, the database and plugin copies live here.
-    /// `None`: `$XDG_STATE_HOME/quiver` (else `~/.local/state/quiver`).
+    /// `None`: `$XDG_STATE_HOME/quiver`, else `~/.local/state/quiver`,
+    /// else `quiver-UID` in the temp dir.
     pub state_dir: Option<PathBuf>,
 }
 
@@ -51,13 +53,35 @@ impl ServeConfig {
     }
 }
 
-/// `$XDG_STATE_HOME/quiver`, else `~/.local/state/quiver`, else a
-/// per-user directory under the system temp dir.
+/// `$XDG_STATE_HOME/quiver`, else `$HOME/.local/state/quiver`, else
+/// `quiver-UID` under the system temp dir (see [`state_dir_from`]).
 pub fn default_state_dir() -> PathBuf {
-    crate::plugins::host::default_state_dir()
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| std::env::temp_dir().join("quiver"))
+    state_dir_from(
+        std::env::var_os("XDG_STATE_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+        &std::env::temp_dir(),
+        crate::plugins::files::current_uid().unwrap_or(0),
+    )
+}
+
+/// The default state directory for these environment values:
+/// `XDG_STATE_HOME/quiver` when it is an absolute path (the XDG spec says
+/// to ignore relative ones), else `HOME/.local/state/quiver` when `HOME`
+/// is set, else `temp/quiver-UID` (a directory of this user's own, never
+/// the shared temp dir itself).
+pub fn state_dir_from(
+    xdg_state_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+    temp: &Path,
+    uid: u32,
+) -> PathBuf {
+    if let Some(state) = xdg_state_home.map(Path::new).filter(|p| p.is_absolute()) {
+        return state.join("quiver");
+    }
+    if let Some(home) = home.filter(|h| !h.is_empty()) {
+        return Path::new(home).join(".local/state/quiver");
+    }
+    temp.join(format!("quiver-{uid}"))
 }
 
 /// The validated `agent` section.
@@ -248,7 +272,39 @@ pub(crate) fn validate_gateway(
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+    use std::path::Path;
+
+    use super::state_dir_from;
     use crate::config::{ConfigError, parse};
+
+    #[test]
+    fn default_state_dir_follows_xdg_then_home_then_a_per_user_temp_dir() {
+        let temp = Path::new("/tmp");
+        let resolve = |xdg: Option<&str>, home: Option<&str>| {
+            state_dir_from(xdg.map(OsStr::new), home.map(OsStr::new), temp, 1000)
+        };
+        assert_eq!(
+            resolve(Some("/x/state"), Some("/home/u")),
+            Path::new("/x/state/quiver")
+        );
+        assert_eq!(
+            resolve(None, Some("/home/u")),
+            Path::new("/home/u/.local/state/quiver")
+        );
+        // Empty or relative XDG_STATE_HOME is ignored, as the XDG spec says.
+        assert_eq!(
+            resolve(Some(""), Some("/home/u")),
+            Path::new("/home/u/.local/state/quiver")
+        );
+        assert_eq!(
+            resolve(Some("state"), Some("/home/u")),
+            Path::new("/home/u/.local/state/quiver")
+        );
+        // Neither: a directory of this user's own, not the temp dir itself.
+        assert_eq!(resolve(None, None), Path::new("/tmp/quiver-1000"));
+        assert_eq!(resolve(Some(""), Some("")), Path::new("/tmp/quiver-1000"));
+    }
 
     #[test]
     fn sections_are_read() {

@@ -83,15 +83,29 @@ impl Session {
         {
             return Err(beyond(tool.name()));
         }
+        Ok(self.restored_subagent(id, scope))
+    }
+
+    /// A subagent session granted `scope` that was checked by
+    /// [`Session::subagent`] when it was made (rebuilt from storage, say).
+    /// It is not checked again: the registry may differ now (an MCP server
+    /// still connecting), and a check against it would refuse a grant that
+    /// was valid. Its scope is still narrowed to this session's, so it
+    /// never reaches beyond it.
+    pub fn restored_subagent(
+        self: &Arc<Session>,
+        id: impl Into<String>,
+        scope: Scope,
+    ) -> Arc<Session> {
         let events = broadcast::channel(self.feed.capacity()).0;
-        Ok(Arc::new(Session {
-            id,
+        Arc::new(Session {
+            id: id.into(),
             parent: Some(self.id.clone()),
             scope: scope.narrowed_to(&self.scope),
             feed: self.feed.clone(),
             events,
             approved_tools: Mutex::new(HashSet::new()),
-        }))
+        })
     }
 
     /// The id.

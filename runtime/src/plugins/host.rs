@@ -79,16 +79,7 @@ impl PluginHostOptions {
 /// `$XDG_STATE_HOME/quiver/plugins`, else `~/.local/state/quiver/plugins`,
 /// else a per-user directory under the system temp dir.
 pub fn default_state_dir() -> PathBuf {
-    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
-        return PathBuf::from(state).join("quiver").join("plugins");
-    }
-    if let Some(home) = std::env::var_os("HOME").filter(|s| !s.is_empty()) {
-        return PathBuf::from(home).join(".local/state/quiver/plugins");
-    }
-    std::env::temp_dir().join(format!(
-        "quiver-plugins-{}",
-        files::current_uid().unwrap_or(0)
-    ))
+    crate::daemon::settings::default_state_dir().join("plugins")
 }
 
 /// Whether a plugin answers in time.
