@@ -107,10 +107,14 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
             grants,
         },
     );
-    let running = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("MCP handshake on stdio failed")?;
+    let running = match handler.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running,
+        Err(error) => {
+            // The MCP servers this process started end with it.
+            daemon.shutdown().await;
+            return Err(anyhow::Error::new(error).context("MCP handshake on stdio failed"));
+        }
+    };
     let outcome = running.waiting().await;
     daemon.shutdown().await;
     outcome.context("MCP session on stdio failed")?;
