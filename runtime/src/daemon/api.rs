@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -119,6 +119,18 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_query", rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_path", rejection.body_text())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (
@@ -186,11 +198,24 @@ pub fn router(
         )
         .nest_service("/mcp", mcp)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
         ))
         .with_state(state)
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
 }
 
 async fn not_found(request: Request) -> ApiError {
@@ -289,8 +314,9 @@ async fn create_session(
 
 async fn get_session(
     State(state): State<ApiState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
     let messages = state.daemon.messages(&id)?;
     let record = state.daemon.store().session(&id)?;
     Ok(Json(json!({"session": record, "messages": messages})))
@@ -298,8 +324,9 @@ async fn get_session(
 
 async fn get_messages(
     State(state): State<ApiState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
     Ok(Json(json!({"messages": state.daemon.messages(&id)?})))
 }
 
@@ -311,9 +338,10 @@ struct PostMessage {
 
 async fn post_message(
     State(state): State<ApiState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     body: Result<Json<PostMessage>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
     let Json(message) = body?;
     if message.content.trim().is_empty() {
         return Err(ApiError::new(
@@ -327,6 +355,7 @@ async fn post_message(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct EventsQuery {
     after: Option<i64>,
 }
@@ -342,10 +371,12 @@ fn replay_from(query: &EventsQuery, headers: &HeaderMap) -> Option<i64> {
 
 async fn session_events(
     State(state): State<ApiState>,
-    Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
     state.daemon.session(&id)?;
     let after = replay_from(&query, &headers);
     events_stream(&state.daemon, Some(id), after, state.shutdown.clone())
@@ -353,9 +384,10 @@ async fn session_events(
 
 async fn all_events(
     State(state): State<ApiState>,
-    Query(query): Query<EventsQuery>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let Query(query) = query?;
     let after = replay_from(&query, &headers);
     events_stream(&state.daemon, None, after, state.shutdown.clone())
 }
@@ -429,6 +461,7 @@ fn events_stream(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct CatalogQuery {
     context_tokens: Option<u64>,
     grant: Option<String>,
@@ -436,9 +469,11 @@ struct CatalogQuery {
 
 async fn session_catalog(
     State(state): State<ApiState>,
-    Path(id): Path<String>,
-    Query(query): Query<CatalogQuery>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<CatalogQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
     let live = state.daemon.session(&id)?;
     let context = query.context_tokens.unwrap_or(live.record.context_tokens);
     let assembly = state.daemon.assemble(&live.session, context);
@@ -450,8 +485,9 @@ async fn session_catalog(
 
 async fn catalog(
     State(state): State<ApiState>,
-    Query(query): Query<CatalogQuery>,
+    query: Result<Query<CatalogQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
     let grants: Vec<String> = match &query.grant {
         Some(text) => text
             .split(',')
@@ -472,14 +508,16 @@ async fn catalog(
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ApprovalsQuery {
     session: Option<String>,
 }
 
 async fn list_approvals(
     State(state): State<ApiState>,
-    Query(query): Query<ApprovalsQuery>,
-) -> Json<Value> {
+    query: Result<Query<ApprovalsQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
     let pending: Vec<_> = state
         .daemon
         .approvals()
@@ -504,7 +542,7 @@ async fn list_approvals(
             })
         })
         .collect();
-    Json(json!({"approvals": pending}))
+    Ok(Json(json!({"approvals": pending})))
 }
 
 #[derive(Deserialize)]
@@ -525,9 +563,10 @@ struct Answer {
 
 async fn answer_approval(
     State(state): State<ApiState>,
-    Path(id): Path<u64>,
+    path: Result<Path<u64>, PathRejection>,
     body: Result<Json<Answer>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
     let Json(answer) = body?;
     let decision = match answer.decision {
         DecisionWord::Approve => Decision::Approve,
@@ -605,8 +644,9 @@ async fn create_client(
 
 async fn delete_client(
     State(state): State<ApiState>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
+    let Path(name) = path?;
     if state.daemon.store().remove_gateway_client(&name)? {
         Ok(StatusCode::NO_CONTENT)
     } else {
