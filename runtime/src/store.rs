@@ -462,6 +462,16 @@ impl Store {
         })
     }
 
+    /// The id of the newest stored event (0 when there is none): where a
+    /// feed that starts now stands in the log.
+    pub fn last_event_id(&self) -> Result<i64, StoreError> {
+        self.with("reading the last event id", |c| {
+            c.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |row| {
+                row.get(0)
+            })
+        })
+    }
+
     /// Stored events after id `after` (of one session, or all), oldest
     /// first, at most `limit`.
     pub fn events(

@@ -41,7 +41,7 @@ use super::{Daemon, DaemonError, NewSession};
 use crate::dispatch::Decision;
 use crate::dispatch::approval::queue::AnswerError;
 use crate::scope::Scope;
-use crate::store::{EventRecord, StoreError};
+use crate::store::{EventRecord, Store, StoreError};
 
 /// The name the daemon's own token has on the gateway.
 pub const ADMIN_CLIENT: &str = "daemon";
@@ -53,8 +53,8 @@ pub const STDIO_CLIENT: &str = "stdio";
 /// (it would share that session).
 pub const RESERVED_CLIENTS: [&str; 2] = [ADMIN_CLIENT, STDIO_CLIENT];
 
-/// Most stored events one replay sends before going live.
-const REPLAY_LIMIT: usize = 10_000;
+/// Stored events read from the log at a time by an event stream.
+const REPLAY_PAGE: usize = 1_000;
 
 #[derive(Clone)]
 struct ApiState {
@@ -393,11 +393,106 @@ async fn all_events(
 }
 
 /// Where an event stream stands: the log to replay, then the live feed.
-struct EventFeed {
+/// Where a feed reads stored records: the store, in production.
+trait StoredRecords: Send + 'static {
+    /// Up to `limit` records after id `after`, oldest first.
+    fn after(
+        &self,
+        session: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+impl StoredRecords for Arc<Store> {
+    fn after(
+        &self,
+        session: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.events(session, after, limit)
+    }
+}
+
+/// One client's activity feed: stored records after its starting point,
+/// page by page, then live ones. When a page comes back full, or the live
+/// channel drops records because the client fell behind, it reads the
+/// store again from the last record sent (the persister stores a record
+/// before it is broadcast), so the stream has no gaps and no repeats.
+struct EventFeed<S> {
+    stored: S,
+    page_size: usize,
     replay: std::vec::IntoIter<EventRecord>,
+    /// The store may hold records after `last` not yet sent.
+    more_stored: bool,
     live: tokio::sync::broadcast::Receiver<Arc<EventRecord>>,
     session: Option<String>,
+    /// The id of the last record sent (or where the feed started).
     last: i64,
+}
+
+impl<S: StoredRecords> EventFeed<S> {
+    /// A feed from id `after`, or from the newest stored record `now` when
+    /// `after` is `None`; `live` must be subscribed before `now` is read.
+    fn new(
+        stored: S,
+        page_size: usize,
+        live: tokio::sync::broadcast::Receiver<Arc<EventRecord>>,
+        session: Option<String>,
+        after: Option<i64>,
+        now: i64,
+    ) -> Self {
+        EventFeed {
+            stored,
+            page_size,
+            replay: Vec::new().into_iter(),
+            more_stored: after.is_some(),
+            live,
+            session,
+            last: after.unwrap_or(now),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Arc<EventRecord>> {
+        loop {
+            if let Some(record) = self.replay.next() {
+                self.last = self.last.max(record.id);
+                return Some(Arc::new(record));
+            }
+            if self.more_stored {
+                match self
+                    .stored
+                    .after(self.session.as_deref(), self.last, self.page_size)
+                {
+                    Ok(page) => {
+                        self.more_stored = page.len() >= self.page_size;
+                        self.replay = page.into_iter();
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "an event stream could not read the log; going on live");
+                        self.more_stored = false;
+                    }
+                }
+                continue;
+            }
+            match self.live.recv().await {
+                Ok(record) => {
+                    let wanted = self.session.as_deref().is_none_or(|s| s == record.session);
+                    // Ids at or below `last` were sent from the store.
+                    if wanted && (record.id == 0 || record.id > self.last) {
+                        self.last = self.last.max(record.id);
+                        return Some(record);
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                    tracing::debug!(lost, "an event stream fell behind; reading the log");
+                    self.more_stored = true;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
 }
 
 fn sse_event(record: &EventRecord) -> SseEvent {
@@ -422,39 +517,21 @@ fn events_stream(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>> {
     // Subscribed before reading the log, so nothing falls between the two.
     let live = daemon.subscribe_records();
-    let replay = match after {
-        Some(after) => daemon
-            .store()
-            .events(session.as_deref(), after, REPLAY_LIMIT)?,
-        None => Vec::new(),
+    let now = match after {
+        Some(_) => 0,
+        None => daemon.store().last_event_id()?,
     };
-    let feed = EventFeed {
-        replay: replay.into_iter(),
+    let feed = EventFeed::new(
+        daemon.store().clone(),
+        REPLAY_PAGE,
         live,
         session,
-        last: after.unwrap_or(0),
-    };
+        after,
+        now,
+    );
     let stream = futures_util::stream::unfold(feed, |mut feed| async move {
-        if let Some(record) = feed.replay.next() {
-            feed.last = record.id;
-            return Some((Ok(sse_event(&record)), feed));
-        }
-        loop {
-            match feed.live.recv().await {
-                Ok(record) => {
-                    let wanted = feed.session.as_deref().is_none_or(|s| s == record.session);
-                    // Ids at or below `last` were in the replay.
-                    if wanted && (record.id == 0 || record.id > feed.last) {
-                        feed.last = feed.last.max(record.id);
-                        return Some((Ok(sse_event(&record)), feed));
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
-                    tracing::warn!(lost, "an event stream fell behind; events skipped");
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+        let record = feed.next().await?;
+        Some((Ok(sse_event(&record)), feed))
     })
     .take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
@@ -655,5 +732,103 @@ async fn delete_client(
             "unknown_client",
             format!("no gateway client `{name}`"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::dispatch::Status;
+
+    /// A log in memory, as the store keeps it.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<EventRecord>>>);
+
+    impl StoredRecords for Log {
+        fn after(
+            &self,
+            session: Option<&str>,
+            after: i64,
+            limit: usize,
+        ) -> Result<Vec<EventRecord>, StoreError> {
+            let log = self.0.lock().unwrap();
+            Ok(log
+                .iter()
+                .filter(|r| r.id > after && session.is_none_or(|s| s == r.session))
+                .take(limit)
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn record(id: i64, session: &str) -> EventRecord {
+        EventRecord {
+            id,
+            time_ms: 0,
+            session: session.into(),
+            call_id: id as u64,
+            tool: "echo".into(),
+            via_bridge: false,
+            arguments: json!({}),
+            status: Status::Ok,
+            duration_ms: 0,
+            detail: None,
+            line: String::new(),
+        }
+    }
+
+    /// Stores and broadcasts `record`, as the persister does.
+    fn persist(
+        log: &Log,
+        live: &tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+        record: EventRecord,
+    ) {
+        log.0.lock().unwrap().push(record.clone());
+        let _ = live.send(Arc::new(record));
+    }
+
+    async fn ids<S: StoredRecords>(feed: &mut EventFeed<S>, count: usize) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for _ in 0..count {
+            // A record the feed lost would leave it waiting: fail instead.
+            let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
+            let record = next.await.expect("the feed lost records").unwrap();
+            ids.push(record.id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_replay_longer_than_a_page_goes_on_page_by_page_then_live() {
+        let log = Log::default();
+        let (live, receiver) = tokio::sync::broadcast::channel(16);
+        for id in 1..=7 {
+            log.0
+                .lock()
+                .unwrap()
+                .push(record(id, if id % 2 == 0 { "a" } else { "b" }));
+        }
+        let mut feed = EventFeed::new(log.clone(), 3, receiver, None, Some(1), 0);
+        assert_eq!(ids(&mut feed, 6).await, [2, 3, 4, 5, 6, 7]);
+        persist(&log, &live, record(8, "a"));
+        assert_eq!(ids(&mut feed, 1).await, [8]);
+    }
+
+    #[tokio::test]
+    async fn a_feed_that_falls_behind_reads_the_log_and_repeats_nothing() {
+        let log = Log::default();
+        // Room for two records: a slow reader loses the rest from the channel.
+        let (live, receiver) = tokio::sync::broadcast::channel(2);
+        persist(&log, &live, record(1, "a"));
+        // Live only: it starts at the newest stored record.
+        let mut feed = EventFeed::new(log.clone(), 100, receiver, Some("a".into()), None, 1);
+        for id in 2..=9 {
+            persist(&log, &live, record(id, if id == 5 { "b" } else { "a" }));
+        }
+        assert_eq!(ids(&mut feed, 7).await, [2, 3, 4, 6, 7, 8, 9]);
+        persist(&log, &live, record(10, "a"));
+        assert_eq!(ids(&mut feed, 1).await, [10]);
     }
 }
