@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use quiver_runtime::config::Config;
 use quiver_runtime::daemon::gateway::{GatewayHandler, GatewayIdentity};
-use quiver_runtime::daemon::{Daemon, DaemonOptions, api, auth};
+use quiver_runtime::daemon::{Daemon, DaemonOptions, api, auth, locks};
 use quiver_runtime::dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
@@ -133,6 +133,30 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
         },
     )
     .await?;
+    // Whatever goes wrong from here, the MCP servers started are ended.
+    let served = serve_started(&daemon, listen, any_host).await;
+    daemon.shutdown().await;
+    served
+}
+
+/// Serves the started `daemon` on `listen` until a signal.
+async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
+    // One daemon per state directory: a second one would share its
+    // database and overwrite its `daemon.json`.
+    let lock_path = daemon.state_dir().join(locks::SERVE_LOCK);
+    let _serving = locks::try_lock_path(&lock_path)
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?
+        .with_context(|| {
+            let running = std::fs::read_to_string(daemon.state_dir().join(DAEMON_FILE))
+                .ok()
+                .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+                .map(|d| format!(" (process {}, {})", d["pid"], d["url"].as_str().unwrap_or("?")))
+                .unwrap_or_default();
+            format!(
+                "another quiver serve{running} uses the state directory {}; stop it, or give this one its own --state-dir",
+                daemon.state_dir().display()
+            )
+        })?;
     let token = auth::load_or_create_token(daemon.state_dir())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -166,7 +190,6 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
         () = forced_stop(&shutdown) => Ok(()),
     };
     let _ = std::fs::remove_file(&daemon_file);
-    daemon.shutdown().await;
     served.context("the HTTP server failed")
 }
 

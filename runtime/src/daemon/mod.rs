@@ -10,8 +10,8 @@
 pub mod api;
 pub mod auth;
 pub mod gateway;
+pub mod locks;
 pub mod settings;
-pub mod turn_lock;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -619,9 +619,9 @@ impl Daemon {
             .map_err(|_| DaemonError::TurnBusy(id.to_owned()))?;
         // Another process on this state directory (`quiver chat --session`)
         // may be running a turn of the same session.
-        let file_lock = turn_lock::try_lock(&self.state_dir, id)
+        let file_lock = locks::try_lock(&self.state_dir, id)
             .map_err(|error| DaemonError::StateDir {
-                path: turn_lock::lock_path(&self.state_dir, id),
+                path: locks::lock_path(&self.state_dir, id),
                 detail: format!("cannot take the session's turn lock: {error}"),
             })?
             .ok_or_else(|| DaemonError::TurnBusy(id.to_owned()))?;

@@ -1,8 +1,13 @@
-//! Cross-process turn locks: one file per session under
-//! `STATE_DIR/turns/`, held with an exclusive advisory lock while a turn
-//! runs, so that `quiver chat --session ID` and a daemon on the same state
-//! directory never run turns of one session at once (their messages would
-//! interleave and tool calls would lose their results).
+//! Cross-process locks on the state directory, as files held with an
+//! exclusive advisory lock (released when dropped or when the process
+//! ends, even by a crash):
+//!
+//! - a turn lock per session under `STATE_DIR/turns/`, held while a turn
+//!   runs, so that `quiver chat --session ID` and a daemon on the same state
+//!   directory never run turns of one session at once (their messages would
+//!   interleave and tool calls would lose their results);
+//! - [`SERVE_LOCK`], held by `quiver serve` while it runs, so that two
+//!   daemons never share a state directory (and its `daemon.json`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
@@ -11,12 +16,15 @@ use std::path::{Path, PathBuf};
 
 use super::auth;
 
-/// The directory of the lock files, inside the state directory.
+/// The directory of the turn lock files, inside the state directory.
 pub const TURNS_DIR: &str = "turns";
 
-/// A held turn lock; released when dropped (or when the process ends).
+/// The lock file `quiver serve` holds, inside the state directory.
+pub const SERVE_LOCK: &str = "serve.lock";
+
+/// A held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
-pub struct TurnLock {
+pub struct FileLock {
     _file: File,
 }
 
@@ -29,8 +37,14 @@ pub fn lock_path(state_dir: &Path, session: &str) -> PathBuf {
 
 /// Takes the turn lock of `session` without waiting: `Ok(None)` when
 /// another process (or another handle in this one) holds it.
-pub fn try_lock(state_dir: &Path, session: &str) -> io::Result<Option<TurnLock>> {
-    let path = lock_path(state_dir, session);
+pub fn try_lock(state_dir: &Path, session: &str) -> io::Result<Option<FileLock>> {
+    try_lock_path(&lock_path(state_dir, session))
+}
+
+/// Takes the lock of the file at `path` (made, mode 0600, with its
+/// directory, mode 0700, if missing) without waiting: `Ok(None)` when it is
+/// held elsewhere.
+pub fn try_lock_path(path: &Path) -> io::Result<Option<FileLock>> {
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -42,9 +56,9 @@ pub fn try_lock(state_dir: &Path, session: &str) -> io::Result<Option<TurnLock>>
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(&path)?;
+        .open(path)?;
     match file.try_lock() {
-        Ok(()) => Ok(Some(TurnLock { _file: file })),
+        Ok(()) => Ok(Some(FileLock { _file: file })),
         Err(TryLockError::WouldBlock) => Ok(None),
         Err(TryLockError::Error(error)) => Err(error),
     }
