@@ -121,16 +121,8 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
     assert_eq!(counted["words"], 3);
 
     // The conversation is stored, in order.
-    let (status, stored) = daemon.get(&format!("/v1/sessions/{session}")).await;
-    assert_eq!(status, 200);
-    let roles: Vec<&str> = stored["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        roles,
+        daemon.stored_roles(&session).await,
         [
             "user",
             "assistant",

@@ -88,16 +88,8 @@ async fn a_second_process_waits_for_the_sessions_turn() {
     let (stdout, stderr) = chat(&fixture.state(), &config, &session, "answer quickly");
     assert!(stdout.contains("done quickly"), "{stdout}\n{stderr}");
     // The session holds both turns, whole: two questions, two answers.
-    let (_, stored) = daemon.get(&format!("/v1/sessions/{session}")).await;
-    let roles: Vec<&str> = stored["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        roles,
-        ["user", "assistant", "user", "assistant"],
-        "{stored}"
+        daemon.stored_roles(&session).await,
+        ["user", "assistant", "user", "assistant"]
     );
 }

@@ -157,6 +157,18 @@ impl TestDaemon {
         decode(response).await
     }
 
+    /// The roles of a session's stored messages, in order.
+    pub async fn stored_roles(&self, session: &str) -> Vec<String> {
+        let (status, stored) = self.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(status, 200, "{stored}");
+        stored["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// Creates a session; returns its id.
     pub async fn session(&self, body: Value) -> String {
         let (status, session) = self.post("/v1/sessions", body).await;
