@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcp::ServiceExt;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use quiver_runtime::config::Config;
@@ -24,6 +24,43 @@ use quiver_runtime::dispatch::approval::DenyAll;
 /// The file in the state directory that tells other commands where a
 /// running daemon listens.
 pub const DAEMON_FILE: &str = "daemon.json";
+
+/// What [`DAEMON_FILE`] holds: where the running daemon listens, its
+/// process and its token file. Read leniently: a missing or malformed field
+/// reads as empty (`pid` 0), so a reader can say which part is wrong.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DaemonFile {
+    /// `http://ADDRESS:PORT`.
+    pub url: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The bearer token's file.
+    pub token_file: String,
+}
+
+impl DaemonFile {
+    /// Its path in `state_dir`.
+    pub fn path(state_dir: &Path) -> PathBuf {
+        state_dir.join(DAEMON_FILE)
+    }
+
+    /// The file of `state_dir`; `None` when there is none.
+    pub fn read(state_dir: &Path) -> Option<DaemonFile> {
+        let text = std::fs::read_to_string(DaemonFile::path(state_dir)).ok()?;
+        Some(serde_json::from_str(&text).unwrap_or_default())
+    }
+
+    /// Writes it to `path` whole (a temporary file renamed over it).
+    fn write(&self, path: &Path) -> Result<()> {
+        let temporary = path.with_extension("json.tmp");
+        serde_json::to_string(self)
+            .map_err(std::io::Error::other)
+            .and_then(|body| std::fs::write(&temporary, body))
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+}
 
 /// `quiver serve` arguments.
 #[derive(Args)]
@@ -147,10 +184,11 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
     let _serving = locks::try_lock_path(&lock_path)
         .with_context(|| format!("cannot lock {}", lock_path.display()))?
         .with_context(|| {
-            let running = std::fs::read_to_string(daemon.state_dir().join(DAEMON_FILE))
-                .ok()
-                .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-                .map(|d| format!(" (process {}, {})", d["pid"], d["url"].as_str().unwrap_or("?")))
+            let running = DaemonFile::read(daemon.state_dir())
+                .map(|d| {
+                    let url = if d.url.is_empty() { "?" } else { &d.url };
+                    format!(" (process {}, {url})", d.pid)
+                })
                 .unwrap_or_default();
             format!(
                 "another quiver serve{running} uses the state directory {}; stop it, or give this one its own --state-dir",
@@ -164,8 +202,13 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
     let address = listener.local_addr()?;
     let url = format!("http://{address}");
     let token_file = auth::token_path(daemon.state_dir());
-    let daemon_file = daemon.state_dir().join(DAEMON_FILE);
-    write_daemon_file(&daemon_file, &url, &token_file)?;
+    let daemon_file = DaemonFile::path(daemon.state_dir());
+    DaemonFile {
+        url: url.clone(),
+        pid: std::process::id(),
+        token_file: token_file.display().to_string(),
+    }
+    .write(&daemon_file)?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -228,12 +271,4 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-}
-
-fn write_daemon_file(path: &Path, url: &str, token_file: &Path) -> Result<()> {
-    let body = json!({"url": url, "pid": std::process::id(), "token_file": token_file});
-    let temporary = path.with_extension("json.tmp");
-    std::fs::write(&temporary, body.to_string())
-        .and_then(|()| std::fs::rename(&temporary, path))
-        .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -15,6 +15,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use quiver_runtime::daemon::DATABASE_FILE;
+
+use crate::serve_cli::DaemonFile;
 use quiver_runtime::mcp::{McpHost, McpHostOptions};
 use quiver_runtime::plugins::{PluginHost, PluginHostOptions};
 use quiver_runtime::registry::ToolRegistry;
@@ -105,15 +107,11 @@ enum DaemonAnswer {
 
 /// Asks the daemon `daemon.json` names for its `/v1/status`.
 async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
-    let file = state_dir.join(crate::serve_cli::DAEMON_FILE);
-    let Ok(text) = std::fs::read_to_string(&file) else {
+    let file = DaemonFile::path(state_dir);
+    let Some(daemon) = DaemonFile::read(state_dir) else {
         return DaemonAnswer::NoDaemon;
     };
-    let daemon: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    let pid = daemon["pid"]
-        .as_u64()
-        .and_then(|p| u32::try_from(p).ok())
-        .unwrap_or(0);
+    let pid = daemon.pid;
     if pid == 0 || !process_is_alive(pid) {
         return DaemonAnswer::Stale { file, pid };
     }
@@ -122,10 +120,10 @@ async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
         pid,
         error,
     };
-    let (Some(url), Some(token_file)) = (daemon["url"].as_str(), daemon["token_file"].as_str())
-    else {
+    let (url, token_file) = (daemon.url.as_str(), daemon.token_file.as_str());
+    if url.is_empty() || token_file.is_empty() {
         return no_answer("the file has no `url` or `token_file`".to_owned());
-    };
+    }
     let token = match std::fs::read_to_string(token_file) {
         Ok(token) => token,
         Err(error) => {
