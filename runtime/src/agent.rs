@@ -410,7 +410,8 @@ fn parse_arguments(text: &str) -> Result<Value, String> {
 pub fn fit_history(history: &[Message], turn_start: usize, budget: u64) -> Cow<'_, [Message]> {
     let turn_start = turn_start.min(history.len());
     let turn = history.get(turn_start..).unwrap_or_default();
-    let mut used: u64 = turn.iter().map(message_tokens).sum();
+    let turn_tokens: u64 = turn.iter().map(message_tokens).sum();
+    let mut used = turn_tokens;
     let mut cut = turn_start;
     for (index, message) in history.iter().enumerate().take(turn_start).rev() {
         used += message_tokens(message);
@@ -422,7 +423,6 @@ pub fn fit_history(history: &[Message], turn_start: usize, budget: u64) -> Cow<'
         }
     }
     let window = history.get(cut..).unwrap_or_default();
-    let turn_tokens: u64 = turn.iter().map(message_tokens).sum();
     if turn_tokens <= budget {
         return Cow::Borrowed(window);
     }
