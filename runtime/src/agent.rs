@@ -21,7 +21,8 @@ use crate::bridge::{TOOL_CALL, TOOL_SEARCH};
 use crate::daemon::settings::AgentConfig;
 use crate::dispatch::{Dispatcher, Event, Session, Status};
 use crate::model::{
-    Completion, CompletionRequest, FinishReason, Message, ModelError, ModelProvider, Role, Usage,
+    Completion, CompletionRequest, FinishReason, Message, ModelError, ModelProvider, Role,
+    ToolCall, Usage,
 };
 use crate::registry::ToolRegistry;
 use crate::tokens;
@@ -457,39 +458,16 @@ pub const DROPPED_RESULT: &str =
 /// an abandoned chat), since model APIs refuse a call left unanswered. The
 /// stored history is left as it happened.
 pub fn answer_unanswered_calls(messages: Cow<'_, [Message]>) -> Cow<'_, [Message]> {
-    // The results of the call message at `at`: the tool messages right after it.
-    let results = |at: usize| {
-        messages
-            .get(at + 1..)
-            .unwrap_or_default()
-            .iter()
-            .take_while(|m| m.role == Role::Tool)
-    };
-    let missing = |at: usize, message: &Message| -> Vec<usize> {
-        (0..message.tool_calls.len())
-            .filter(|&c| {
-                let id = message.tool_calls.get(c).map(|call| call.id.as_str());
-                !results(at).any(|r| r.tool_call_id.as_deref() == id)
-            })
-            .collect()
-    };
-    if messages
-        .iter()
-        .enumerate()
-        .all(|(at, message)| missing(at, message).is_empty())
-    {
+    if (0..messages.len()).all(|at| unanswered(&messages, at).is_empty()) {
         return messages;
     }
     let mut repaired = Vec::with_capacity(messages.len() + 1);
     let mut at = 0;
     while let Some(message) = messages.get(at) {
+        let answered = results_after(&messages, at);
         repaired.push(message.clone());
-        let answered = results(at).count();
-        repaired.extend(results(at).cloned());
-        for call in missing(at, message)
-            .into_iter()
-            .filter_map(|c| message.tool_calls.get(c))
-        {
+        repaired.extend_from_slice(answered);
+        for call in unanswered(&messages, at) {
             let content = json!({
                 "error": "interrupted",
                 "message": format!("`{}` did not finish: the turn was interrupted before its result", call.name),
@@ -500,9 +478,33 @@ pub fn answer_unanswered_calls(messages: Cow<'_, [Message]>) -> Cow<'_, [Message
                 content.to_string(),
             ));
         }
-        at += 1 + answered;
+        at += 1 + answered.len();
     }
     Cow::Owned(repaired)
+}
+
+/// The tool results right after the message at `at`.
+fn results_after(messages: &[Message], at: usize) -> &[Message] {
+    let rest = messages.get(at + 1..).unwrap_or_default();
+    let count = rest.iter().take_while(|m| m.role == Role::Tool).count();
+    rest.get(..count).unwrap_or_default()
+}
+
+/// The calls of the message at `at` that no result right after it answers.
+fn unanswered(messages: &[Message], at: usize) -> Vec<&ToolCall> {
+    let Some(message) = messages.get(at) else {
+        return Vec::new();
+    };
+    let results = results_after(messages, at);
+    message
+        .tool_calls
+        .iter()
+        .filter(|call| {
+            !results
+                .iter()
+                .any(|r| r.tool_call_id.as_deref() == Some(call.id.as_str()))
+        })
+        .collect()
 }
 
 fn message_tokens(message: &Message) -> u64 {
