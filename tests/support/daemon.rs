@@ -4,7 +4,7 @@
 //! directory, the real text plugin and our rmcp test MCP server as tool
 //! sources, and an HTTP client carrying the daemon's token.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -26,8 +26,8 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("plugins")).unwrap();
         std::fs::create_dir(dir.path().join("work")).unwrap();
-        quiver_tests::install_plugin(
-            &quiver_tests::plugin_so("text"),
+        crate::install_plugin(
+            &crate::plugin_so("text"),
             &dir.path().join("plugins"),
             "text.so",
         );
@@ -61,7 +61,7 @@ impl Fixture {
         let text = format!(
             "plugins:\n  dirs: [{plugins}]\nmcp_servers:\n  test:\n    command: {server}\ncore_tools:\n  workspace: {work}\nmodels:\n  scripted:\n    provider: openai\n    base_url: {model_url}/v1\n    model: scripted\n    max_retries: 0\n    context_tokens: 64000\ndefault_model: scripted\n{extra}",
             plugins = self.plugins().display(),
-            server = quiver_tests::mcp_test_server().display(),
+            server = crate::mcp_test_server().display(),
             work = self.work().display(),
         );
         let path = self.path().join("quiver.yaml");
@@ -72,7 +72,7 @@ impl Fixture {
 
 /// A running `quiver serve`; stopped (SIGTERM, then killed) when dropped.
 pub struct TestDaemon {
-    child: Option<quiver_tests::KillOnDrop>,
+    child: Option<crate::KillOnDrop>,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     /// The daemon's bearer token.
@@ -89,7 +89,7 @@ impl TestDaemon {
 
     /// As [`TestDaemon::start`], with more arguments.
     pub fn start_with(config: &Path, state: &Path, args: &[&str]) -> TestDaemon {
-        let mut command = Command::new(quiver_tests::quiver_bin());
+        let mut command = Command::new(crate::quiver_bin());
         command.arg("serve").arg("--config").arg(config).args(args);
         TestDaemon::spawn(command, state)
     }
@@ -102,7 +102,7 @@ impl TestDaemon {
             .arg(state)
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        let mut child = quiver_tests::KillOnDrop(command.spawn().unwrap());
+        let mut child = crate::KillOnDrop(command.spawn().unwrap());
         let mut line = String::new();
         BufReader::new(child.0.stdout.take().unwrap())
             .read_line(&mut line)

@@ -6,6 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub mod core_tools;
+pub mod daemon;
+pub mod dispatch;
+pub mod mcp;
+pub mod model;
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

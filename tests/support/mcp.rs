@@ -2,7 +2,7 @@
 //! `#[path = "support/mcp.rs"] mod mcp;`): a host over our test server,
 //! polling with deadlines, and the assembly a session would get.
 
-#![allow(dead_code)]
+#![allow(missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A stdio config for our test server with `args`.
 pub fn test_server(name: &str, args: &[&str]) -> McpServerConfig {
-    let bin = quiver_tests::mcp_test_server();
+    let bin = crate::mcp_test_server();
     McpServerConfig::stdio(
         name,
         bin.to_string_lossy().into_owned(),

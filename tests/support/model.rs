@@ -3,7 +3,7 @@
 //! (`quiver-scripted-model`) on a free 127.0.0.1 port, and model configs
 //! pointing at it.
 
-#![allow(dead_code)]
+#![allow(missing_docs)]
 
 use std::process::Command;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// A running scripted model server; killed when dropped.
 pub struct ScriptedModel {
-    _child: quiver_tests::KillOnDrop,
+    _child: crate::KillOnDrop,
     /// `http://127.0.0.1:PORT` (`https://` with `--tls-cert`).
     pub base_url: String,
     _script: tempfile::NamedTempFile,
@@ -27,9 +27,9 @@ impl ScriptedModel {
     pub fn start(script: &Value, args: &[&str]) -> ScriptedModel {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), script.to_string()).unwrap();
-        let mut command = Command::new(quiver_tests::scripted_model_server());
+        let mut command = Command::new(crate::scripted_model_server());
         command.arg("--script").arg(file.path()).args(args);
-        let (child, base_url) = quiver_tests::spawn_serving_url(command);
+        let (child, base_url) = crate::spawn_serving_url(command);
         ScriptedModel {
             _child: child,
             base_url,

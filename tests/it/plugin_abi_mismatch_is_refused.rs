@@ -1,0 +1,37 @@
+//! A plugin whose root module has another layout is refused at load with an
+//! error naming the file and what differs, by the host and by
+//! `quiver plugin check`.
+
+use std::sync::Arc;
+
+use quiver_runtime::plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
+use quiver_runtime::registry::ToolRegistry;
+use quiver_tests::{install_plugin, plugin_so, quiver};
+
+#[test]
+fn layout_mismatch_names_file_and_difference() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    let path = install_plugin(&plugin_so("abi_mismatch"), &dir, "mismatch.so");
+    let host = PluginHost::new(
+        Arc::new(ToolRegistry::new()),
+        PluginHostOptions::new(temp.path().join("state")),
+    )
+    .unwrap();
+    let ReloadOutcome::Failed(message) = host.reload_path(&path) else {
+        panic!("the mismatched plugin loaded");
+    };
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("ABI mismatch"), "{message}");
+    assert!(message.contains("expected quiver-plugin-api"), "{message}");
+    assert!(host.registry().snapshot().is_empty());
+
+    let output = quiver(&["plugin", "check", path.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("error:") && stderr.contains("ABI mismatch"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,153 @@
+//! A shared fixture for the core-tools tests: a real temporary directory
+//! holding a workspace (`ws/`), a directory beside it (`outside/`) and a
+//! `quiver.yaml` loaded from disk; the core tools registered in a real
+//! registry and run through the standard dispatch chain built by
+//! `ChainParts::from_config`, with the approval queue as approver.
+// Each test file uses a different part of the fixture.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quiver_runtime::assembly::Assembler;
+use quiver_runtime::config::{Config, load_file};
+use quiver_runtime::core_tools::CoreToolSet;
+use quiver_runtime::dispatch::approval::queue::ApprovalQueue;
+use quiver_runtime::dispatch::{
+    ActivityFeed, ChainParts, DispatchError, Dispatcher, Executors, Session, standard_chain,
+};
+use quiver_runtime::registry::ToolRegistry;
+use quiver_runtime::scope::Scope;
+use serde_json::Value;
+
+/// The directories, the tools and the chain.
+pub struct Env {
+    /// Holds everything; removed on drop.
+    pub temp: tempfile::TempDir,
+    /// The workspace root (canonical).
+    pub ws: PathBuf,
+    /// A directory beside the workspace (canonical).
+    pub outside: PathBuf,
+    pub config: Config,
+    pub tools: CoreToolSet,
+    pub registry: Arc<ToolRegistry>,
+    pub assembler: Assembler,
+    pub dispatcher: Dispatcher,
+    pub feed: Arc<ActivityFeed>,
+    pub queue: ApprovalQueue,
+    pub session: Arc<Session>,
+}
+
+/// Writes `yaml` to `quiver.yaml` beside `ws/` and `outside/`, loads it
+/// and builds the chain. `yaml` should set `core_tools.workspace: ws`
+/// (relative to the file) unless the test wants otherwise.
+pub fn env(yaml: &str) -> Env {
+    let temp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(temp.path().join("ws")).unwrap();
+    std::fs::create_dir(temp.path().join("outside")).unwrap();
+    let file = temp.path().join("quiver.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let loaded = load_file(&file).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let config = loaded.config;
+    let tools = CoreToolSet::new(&config.core_tools).unwrap();
+    let registry = Arc::new(ToolRegistry::new());
+    let report = tools.register(&registry);
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    let queue = ApprovalQueue::new();
+    let executors = Executors::new().with_core(Arc::new(tools.executor()));
+    let parts =
+        ChainParts::from_config(&config, Arc::new(queue.clone()), Arc::new(executors)).unwrap();
+    let feed = Arc::new(ActivityFeed::new(
+        config.feed.redact.iter(),
+        config.feed.capacity,
+    ));
+    let session = Session::new("core", Scope::all(), feed.clone());
+    Env {
+        ws: std::fs::canonicalize(temp.path().join("ws")).unwrap(),
+        outside: std::fs::canonicalize(temp.path().join("outside")).unwrap(),
+        temp,
+        assembler: Assembler::new(config.tool_search.clone()),
+        config,
+        tools,
+        registry,
+        dispatcher: Dispatcher::new(standard_chain(parts)),
+        feed,
+        queue,
+        session,
+    }
+}
+
+impl Env {
+    /// Assembles this turn and dispatches one call of `name`, as the model
+    /// would make it.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, DispatchError> {
+        let assembly = self
+            .session
+            .assemble(&self.assembler, &self.registry.snapshot(), 200_000);
+        self.dispatcher
+            .dispatch(&self.session, &assembly, name, &arguments)
+            .await
+    }
+
+    /// The error `name` gives with `arguments`, as the model sees it.
+    pub async fn error(&self, name: &str, arguments: Value) -> Value {
+        match self.call(name, arguments.clone()).await {
+            Ok(value) => panic!("{name} {arguments} should fail, got {value}"),
+            Err(error) => error.to_json(),
+        }
+    }
+
+    /// A path under the workspace.
+    pub fn ws_path(&self, relative: &str) -> PathBuf {
+        self.ws.join(relative)
+    }
+}
+
+/// The core-tool error code inside a chain error's message
+/// (`"`read_file` failed: not_found: ..."`).
+pub fn tool_code(error: &Value) -> String {
+    let message = error["message"].as_str().unwrap_or_default();
+    message
+        .split_once("failed: ")
+        .or_else(|| message.split_once("timed out: "))
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .map(|(code, _)| code.to_owned())
+        .unwrap_or_default()
+}
+
+/// Pids of the live processes whose command line holds `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        // Zombies have an empty command line: they are gone.
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits up to `limit` for no process to hold `marker`; returns those left.
+pub async fn wait_until_gone(marker: &str, limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A symlink at `link` pointing to `target`.
+pub fn symlink(target: impl AsRef<Path>, link: impl AsRef<Path>) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
