@@ -3,7 +3,6 @@
 //! tool names, a call needing approval is asked on the terminal and
 //! answered there, and the session is stored for later.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 
@@ -16,7 +15,7 @@ use serde_json::json;
 
 /// `quiver chat` on `config`, given `input` and then the end of input.
 fn chat(fixture: &Fixture, config: &std::path::Path, input: &[u8]) -> Child {
-    let mut child = Command::new(quiver_tests::quiver_bin())
+    let mut child = quiver_tests::quiver_command()
         .arg("chat")
         .arg("--config")
         .arg(config)
@@ -63,7 +62,7 @@ async fn chat_runs_turns_shows_the_feed_and_asks() {
     assert!(stderr.contains("· run_command  ok"), "{stderr}");
 
     // The session was stored.
-    let store = quiver_runtime::store::Store::open(&fixture.state().join("quiver.db")).unwrap();
+    let store = quiver_store::Store::open(&fixture.state().join("quiver.db")).unwrap();
     let sessions = store.sessions().unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].messages, 6);

@@ -46,10 +46,5 @@ fn good_files_pass() {
 
 #[test]
 fn embedded_default_passes() {
-    check_ok(
-        &workspace_root()
-            .join("runtime")
-            .join("src")
-            .join("default_config.yaml"),
-    );
+    check_ok(&workspace_root().join("runtime/daemon/src/config/default_config.yaml"));
 }

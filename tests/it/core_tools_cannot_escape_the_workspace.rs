@@ -17,8 +17,9 @@ const SECRET: &str = "TOP SECRET outside the workspace";
 
 /// `ws/` with an inside file, an inside symlink pair and four ways out;
 /// `outside/` with a secret file and directory.
-fn escape_env() -> Env {
-    let env = env("core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n");
+async fn escape_env() -> Env {
+    let env =
+        env("core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n").await;
     fs::write(env.outside.join("secret.txt"), SECRET).unwrap();
     fs::create_dir(env.outside.join("dir")).unwrap();
     fs::write(env.outside.join("dir/secret.txt"), SECRET).unwrap();
@@ -65,7 +66,7 @@ fn assert_outside(error: &Value, what: &str) {
 
 #[tokio::test]
 async fn reads_through_dot_dot_absolute_paths_and_symlinks_are_refused() {
-    let env = escape_env();
+    let env = escape_env().await;
     for path in outside_paths(&env) {
         let error = env.error("read_file", json!({"path": path})).await;
         assert_outside(&error, &path);
@@ -78,7 +79,7 @@ async fn reads_through_dot_dot_absolute_paths_and_symlinks_are_refused() {
 
 #[tokio::test]
 async fn symlinks_that_stay_inside_are_followed() {
-    let env = escape_env();
+    let env = escape_env().await;
     for path in ["sub/file_in", "dir_in/file_in", "dir_in/../inside.txt"] {
         let result = env.call("read_file", json!({"path": path})).await.unwrap();
         assert_eq!(result["content"], "inside text\n", "{path}");
@@ -102,7 +103,7 @@ async fn symlinks_that_stay_inside_are_followed() {
 
 #[tokio::test]
 async fn writes_never_land_outside() {
-    let env = escape_env();
+    let env = escape_env().await;
     let before = tree(&env.outside);
     for path in [
         "../outside/new.txt",
@@ -149,7 +150,7 @@ async fn writes_never_land_outside() {
 
 #[tokio::test]
 async fn listings_searches_and_working_directories_stay_inside() {
-    let env = escape_env();
+    let env = escape_env().await;
     for path in [
         "..",
         "../outside",
@@ -218,7 +219,7 @@ fn tree(root: &std::path::Path) -> Vec<(String, String)> {
 /// it would sooner or later read, list, search or write outside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_for_a_symlink_mid_use_never_leads_out() {
-    let env = escape_env();
+    let env = escape_env().await;
     fs::create_dir(env.ws_path("stage_dir")).unwrap();
     fs::write(env.ws_path("stage_dir/secret.txt"), "inside\n").unwrap();
     symlink(env.outside.join("dir"), env.ws_path("stage_link"));

@@ -8,9 +8,9 @@
 use quiver_tests::core_tools as core_tools_support;
 
 use core_tools_support::{env, tool_code};
-use quiver_runtime::config::load_file;
-use quiver_runtime::core_tools::CoreToolSet;
-use quiver_runtime::tool::ToolSource;
+use quiver_core_tools::CoreToolSet;
+use quiver_daemon::config::load_file;
+use quiver_tool::tool::ToolSource;
 use serde_json::{Value, json};
 
 const CONFIG: &str =
@@ -18,7 +18,7 @@ const CONFIG: &str =
 
 #[tokio::test]
 async fn a_written_file_is_read_listed_and_found() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     let text: String = (1..=200)
         .map(|i| format!("row {i:03} of the table\n"))
         .collect();
@@ -97,7 +97,7 @@ async fn a_written_file_is_read_listed_and_found() {
 
 #[tokio::test]
 async fn listings_mark_ignored_entries_and_searches_skip_them() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     for (path, content) in [
         (".gitignore", "target/\n*.log\n"),
         ("src/main.rs", "fn main() { println!(\"needle\"); }\n"),
@@ -166,7 +166,7 @@ async fn listings_mark_ignored_entries_and_searches_skip_them() {
 
 #[tokio::test]
 async fn errors_are_typed_and_name_the_tool_and_the_path() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     std::fs::create_dir(env.ws_path("dir")).unwrap();
     std::fs::write(env.ws_path("bin.dat"), b"\x00\x01\x02").unwrap();
     let cases = [
@@ -234,7 +234,7 @@ async fn errors_are_typed_and_name_the_tool_and_the_path() {
 
 #[tokio::test]
 async fn arguments_outside_the_schema_never_reach_the_tool() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     let cases = [
         ("read_file", json!({})),
         ("read_file", json!({"path": "a", "start_line": 0})),
@@ -258,8 +258,8 @@ async fn arguments_outside_the_schema_never_reach_the_tool() {
 
 #[tokio::test]
 async fn the_tools_are_core_tools_sent_eagerly() {
-    let env = env(CONFIG);
-    let snapshot = env.registry.snapshot();
+    let env = env(CONFIG).await;
+    let snapshot = env.daemon.registry().snapshot();
     let mut names = Vec::new();
     for tool in snapshot.tools() {
         assert_eq!(tool.source(), &ToolSource::Core);
@@ -275,7 +275,7 @@ async fn the_tools_are_core_tools_sent_eagerly() {
             "write_file"
         ]
     );
-    let assembly = env.session.assemble(&env.assembler, &snapshot, 200_000);
+    let assembly = env.daemon.assemble(&env.session, 200_000);
     let sent: Vec<&str> = assembly
         .tools()
         .iter()

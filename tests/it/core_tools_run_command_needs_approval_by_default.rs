@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_tools_support::{Env, env};
-use quiver_runtime::dispatch::approval::{Decision, arguments_digest};
-use quiver_runtime::dispatch::{DispatchError, Status};
+use quiver_dispatch::approval::{Decision, arguments_digest};
+use quiver_dispatch::{DispatchError, Status};
 use serde_json::{Value, json};
 
 /// Starts a call in the background and waits until it is in the queue.
@@ -31,7 +31,7 @@ async fn pending_call(
 
 #[tokio::test]
 async fn an_approved_command_runs_and_a_denied_one_never_does() {
-    let env = Arc::new(env("core_tools:\n  workspace: ws\n"));
+    let env = Arc::new(env("core_tools:\n  workspace: ws\n").await);
     assert!(env.config.core_tools.run_command.require_approval);
     let arguments = json!({"command": "echo hello > ran.txt; echo done"});
     let call = pending_call(&env, arguments.clone()).await;
@@ -72,7 +72,7 @@ async fn an_approved_command_runs_and_a_denied_one_never_does() {
 
 #[tokio::test]
 async fn an_unanswered_command_times_out_without_running() {
-    let env = env("core_tools:\n  workspace: ws\napproval:\n  timeout_s: 1\n");
+    let env = env("core_tools:\n  workspace: ws\napproval:\n  timeout_s: 1\n").await;
     let mut events = env.session.subscribe();
     let error = env
         .call("run_command", json!({"command": "touch late.txt"}))
@@ -90,7 +90,7 @@ async fn an_unanswered_command_times_out_without_running() {
 
 #[tokio::test]
 async fn file_tools_run_without_asking() {
-    let env = env("core_tools:\n  workspace: ws\n");
+    let env = env("core_tools:\n  workspace: ws\n").await;
     env.call("write_file", json!({"path": "a.txt", "content": "x"}))
         .await
         .unwrap();
@@ -106,7 +106,8 @@ async fn file_tools_run_without_asking() {
 
 #[tokio::test]
 async fn require_approval_false_runs_at_once_and_approval_globs_still_apply() {
-    let env = env("core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n");
+    let env =
+        env("core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n").await;
     let result = env
         .call("run_command", json!({"command": "echo now"}))
         .await
@@ -115,7 +116,7 @@ async fn require_approval_false_runs_at_once_and_approval_globs_still_apply() {
     // The user's own approval globs keep working for core tools.
     let env = Arc::new(core_tools_support::env(
         "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\napproval:\n  require: [run_command]\n  timeout_s: 600\n",
-    ));
+    ).await);
     let call = pending_call(&env, json!({"command": "echo asked"})).await;
     let id = env.queue.pending()[0].id;
     env.queue.answer(id, Decision::Approve).unwrap();

@@ -13,7 +13,7 @@ const CONFIG: &str = "core_tools:\n  workspace: ws\n  run_command:\n    require_
 
 #[tokio::test]
 async fn exit_code_and_both_streams_are_reported() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     let result = env
         .call(
             "run_command",
@@ -49,7 +49,7 @@ async fn exit_code_and_both_streams_are_reported() {
 
 #[tokio::test]
 async fn long_output_keeps_its_start_and_end() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     let result = env
         .call(
             "run_command",
@@ -72,7 +72,7 @@ async fn long_output_keeps_its_start_and_end() {
 
 #[tokio::test]
 async fn runs_in_the_directory_asked_for() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     std::fs::create_dir_all(env.ws_path("sub/deeper")).unwrap();
     symlink("sub/deeper", env.ws_path("shortcut"));
     let result = env
@@ -101,7 +101,7 @@ async fn runs_in_the_directory_asked_for() {
 async fn a_shell_that_cannot_start_is_named() {
     let env = env(
         "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n    shell: [/nonexistent/shell, -c]\n",
-    );
+    ).await;
     let error = env.error("run_command", json!({"command": "true"})).await;
     assert_eq!(tool_code(&error), "spawn_failed", "{error}");
     assert!(
@@ -115,7 +115,7 @@ async fn a_shell_that_cannot_start_is_named() {
 
 #[tokio::test]
 async fn arguments_outside_the_schema_are_refused_before_running() {
-    let env = env(CONFIG);
+    let env = env(CONFIG).await;
     for arguments in [
         json!({}),
         json!({"command": ""}),

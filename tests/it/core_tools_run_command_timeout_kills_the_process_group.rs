@@ -10,14 +10,14 @@ use quiver_tests::core_tools as core_tools_support;
 use std::time::{Duration, Instant};
 
 use core_tools_support::{env, processes_with, tool_code, wait_until_gone};
-use quiver_runtime::dispatch::Status;
+use quiver_dispatch::Status;
 use serde_json::json;
 
 const NO_APPROVAL: &str = "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n    timeout_s: 30\n";
 
 #[tokio::test]
 async fn a_command_past_its_timeout_is_killed_with_its_children() {
-    let env = env(NO_APPROVAL);
+    let env = env(NO_APPROVAL).await;
     let mut events = env.session.subscribe();
     let started = Instant::now();
     let error = env
@@ -55,7 +55,8 @@ async fn a_command_past_its_timeout_is_killed_with_its_children() {
 async fn the_chains_own_timeout_kills_the_group_too() {
     let env = env(&format!(
         "{NO_APPROVAL}guardrails:\n  call_timeout_ms: 500\n"
-    ));
+    ))
+    .await;
     let error = env
         .call(
             "run_command",
@@ -71,7 +72,7 @@ async fn the_chains_own_timeout_kills_the_group_too() {
 
 #[tokio::test]
 async fn background_jobs_end_with_the_command() {
-    let env = env(NO_APPROVAL);
+    let env = env(NO_APPROVAL).await;
     let started = Instant::now();
     let result = env
         .call(

@@ -4,7 +4,6 @@
 //! The model was sent the bridge instead of the deferred schemas, the
 //! results flowed back, and the activity feed names the real tools.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

@@ -3,7 +3,6 @@
 //! typo is not ignored), a path segment of the wrong form, a method the
 //! route does not take, a route that does not exist.
 
-
 use quiver_tests::daemon;
 
 use daemon::{Fixture, TestDaemon};

@@ -3,7 +3,6 @@
 //! answer for other arguments is refused; approving runs the command and
 //! the turn goes on; denying tells the model why without running anything.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

@@ -2,7 +2,6 @@
 //! own answer, history and activity, and a second message to a session
 //! whose turn is still running is refused rather than interleaved.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

@@ -3,7 +3,6 @@
 //! be named like the gateway's own clients (`stdio`, `daemon`), and a
 //! client's changed grant is stored with its session.
 
-
 use quiver_tests::daemon;
 
 use daemon::{Fixture, TestDaemon};

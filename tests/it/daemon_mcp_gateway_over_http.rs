@@ -5,7 +5,6 @@
 //! both an initialized session and a `subscriptions/listen` stream when a
 //! plugin is added.
 
-
 use quiver_tests::daemon;
 
 use std::sync::Arc;

@@ -3,7 +3,6 @@
 //! client sees the assembled view of its `--grant` and its calls run
 //! through the chain.
 
-
 use quiver_tests::daemon;
 
 use daemon::Fixture;
@@ -16,7 +15,7 @@ use serde_json::json;
 async fn the_stdio_gateway_serves_the_granted_view() {
     let fixture = Fixture::new();
     let config = fixture.config("http://127.0.0.1:9", "");
-    let mut command = tokio::process::Command::new(quiver_tests::quiver_bin());
+    let mut command = tokio::process::Command::from(quiver_tests::quiver_command());
     command
         .args([
             "serve",

@@ -2,10 +2,7 @@
 //! naming the running one and the way out, and the first keeps serving with
 //! its `daemon.json` intact.
 
-
 use quiver_tests::daemon;
-
-use std::process::Command;
 
 use daemon::{Fixture, TestDaemon};
 
@@ -18,7 +15,7 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused() {
     let second = tokio::task::spawn_blocking({
         let (config, state) = (config.clone(), fixture.state());
         move || {
-            Command::new(quiver_tests::quiver_bin())
+            quiver_tests::quiver_command()
                 .args(["serve", "--listen", "127.0.0.1:0", "--config"])
                 .arg(&config)
                 .arg("--state-dir")

@@ -2,7 +2,6 @@
 //! beyond this machine is refused, naming the flag that allows it, before
 //! anything is started or bound.
 
-
 #[test]
 fn listening_beyond_loopback_needs_the_flag() {
     let state = tempfile::tempdir().unwrap();

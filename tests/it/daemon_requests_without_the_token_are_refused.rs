@@ -3,7 +3,6 @@
 //! gateway client's token opens `/mcp` only, and the token file is made
 //! once, readable by its owner only.
 
-
 use quiver_tests::daemon;
 
 use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,6 @@
 //! listed with its history, the next turn sends that history to the model,
 //! and the activity log replays.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

@@ -5,7 +5,6 @@
 //! limit in the same step are answered, not run. A model that never stops
 //! calling tools ends at `agent.max_steps` the same way.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

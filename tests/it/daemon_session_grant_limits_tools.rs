@@ -2,7 +2,6 @@
 //! only granted toolsets, a call outside the grant is `not_available`
 //! without running, and a subagent cannot be granted more than its parent.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 

@@ -3,7 +3,6 @@
 //! does not finish (a turn waiting on a model that never answers) is waited
 //! for until a second signal, or for at most 10 s.
 
-
 use quiver_tests::daemon;
 
 use std::time::{Duration, Instant};

@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dispatch_support::{drain, fixture};
-use quiver_runtime::dispatch::approval::queue::{AnswerError, ApprovalQueue};
-use quiver_runtime::dispatch::approval::{Decision, arguments_digest};
-use quiver_runtime::dispatch::{ApprovalPolicy, Guardrails, Status};
+use quiver_dispatch::approval::queue::{AnswerError, ApprovalQueue};
+use quiver_dispatch::approval::{Decision, arguments_digest};
+use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
 #[tokio::test]

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::hooks::PreHook;
-use quiver_runtime::dispatch::{
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::hooks::PreHook;
+use quiver_dispatch::{
     ActivityFeed, ApprovalPolicy, ChainParts, CoreTools, DispatchCall, Dispatcher, Executors,
     Guardrails, Hooks, Session, Status, standard_chain,
 };
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 struct Seen(std::sync::Mutex<Vec<String>>);

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dispatch_support::{drain, fixture};
-use quiver_runtime::dispatch::approval::Decision;
-use quiver_runtime::dispatch::approval::queue::ApprovalQueue;
-use quiver_runtime::dispatch::{ApprovalPolicy, Guardrails, Status};
+use quiver_dispatch::approval::Decision;
+use quiver_dispatch::approval::queue::ApprovalQueue;
+use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
 const SESSIONS: usize = 50;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dispatch_support::{drain, fixture};
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::guardrail::{ArgumentPattern, GuardrailRule, RuleAction};
-use quiver_runtime::dispatch::{ApprovalPolicy, Guardrails, Status};
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::guardrail::{ArgumentPattern, GuardrailRule, RuleAction};
+use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
 #[tokio::test]

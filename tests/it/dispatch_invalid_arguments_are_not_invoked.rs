@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dispatch_support::{drain, fixture};
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::{ApprovalPolicy, Guardrails, Status};
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
 #[tokio::test]

@@ -7,15 +7,16 @@ use quiver_tests::mcp;
 use std::sync::Arc;
 use std::time::Duration;
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::guardrail::{GuardrailRule, RuleAction};
-use quiver_runtime::dispatch::{
-    ActivityFeed, ApprovalPolicy, ChainParts, Dispatcher, Executors, Guardrails, Hooks,
-    McpExecutor, Session, standard_chain,
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::guardrail::{GuardrailRule, RuleAction};
+use quiver_dispatch::{
+    ActivityFeed, ApprovalPolicy, ChainParts, Dispatcher, Executors, Guardrails, Hooks, Session,
+    standard_chain,
 };
-use quiver_runtime::scope::Scope;
+use quiver_mcp::McpExecutor;
+use quiver_tool::scope::Scope;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -6,19 +6,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::guardrail::{ArgumentPattern, GuardrailRule, RuleAction};
-use quiver_runtime::dispatch::hooks::PreHook;
-use quiver_runtime::dispatch::{
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::guardrail::{ArgumentPattern, GuardrailRule, RuleAction};
+use quiver_dispatch::hooks::PreHook;
+use quiver_dispatch::{
     ActivityFeed, ApprovalPolicy, ChainParts, DispatchCall, Dispatcher, Executors, Guardrails,
-    Hooks, PluginExecutor, Session, standard_chain,
+    Hooks, Session, standard_chain,
 };
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_plugins::PluginExecutor;
+use quiver_plugins::{PluginHost, PluginHostOptions};
 use quiver_tests::{install_plugin, plugin_so};
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
 use serde_json::json;
 
 struct CountingHook(AtomicUsize);

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dispatch_support::fixture;
-use quiver_runtime::dispatch::approval::DenyAll;
-use quiver_runtime::dispatch::{ApprovalPolicy, Guardrails, SessionError};
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_dispatch::approval::DenyAll;
+use quiver_dispatch::{ApprovalPolicy, Guardrails, SessionError};
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 #[tokio::test]

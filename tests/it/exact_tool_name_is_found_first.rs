@@ -1,12 +1,12 @@
 //! Enhanced search: a query holding a tool's exact name (its own or its
 //! exposed name) ranks that tool first, for every tool of a real catalog.
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::catalog_file;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::catalog_file;
+use quiver_catalog::settings::ToolSearchConfig;
 use quiver_tests::catalog;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
 
 #[test]
 fn every_exposed_name_finds_its_tool_first() {

@@ -3,14 +3,13 @@
 //! (`notifications/cancelled`); a caller can cancel a call too. The
 //! connection keeps serving.
 
-
 use quiver_tests::mcp;
 
 use std::time::Duration;
 
 use serde_json::Map;
 
-async fn cancelled_count(host: &quiver_runtime::mcp::McpHost) -> u64 {
+async fn cancelled_count(host: &quiver_mcp::McpHost) -> u64 {
     let stats = host.call("slow", "stats", Map::new()).await.unwrap();
     stats.structured_content.unwrap()["cancelled"]
         .as_u64()

@@ -2,9 +2,9 @@
 //! column, server and key, with the allowed values; `${VAR}` secrets that
 //! are unset are errors too. A good file is accepted by `quiver config check`.
 
-
-use quiver_runtime::config::{ConfigError, parse};
-use quiver_runtime::mcp::McpTransportConfig;
+use quiver_config::ConfigError;
+use quiver_daemon::config::parse;
+use quiver_mcp::McpTransportConfig;
 
 fn error(yaml: &str) -> (String, u32, String, String) {
     match parse(yaml, "q.yaml") {

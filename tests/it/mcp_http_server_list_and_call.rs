@@ -3,13 +3,12 @@
 //! catalog, are found by `tool_search` and are called through `tool_call`.
 //! A wrong token leaves the server failing, with the reason in its status.
 
-
 use quiver_tests::mcp;
 
 use std::process::Command;
 
-use quiver_runtime::bridge::{self, BridgeOutcome};
-use quiver_runtime::mcp::ServerState;
+use quiver_catalog::bridge::{self, BridgeOutcome};
+use quiver_mcp::ServerState;
 use serde_json::json;
 
 /// Starts the test server in HTTP mode on a free 127.0.0.1 port; returns
@@ -31,7 +30,7 @@ async fn http_tools_are_listed_found_and_called_with_a_token() {
     let yaml = format!(
         "mcp_servers:\n  remote:\n    url: {url}\n    headers:\n      Authorization: \"Bearer ${{QUIVER_TEST_MCP_TOKEN}}\"\n    call_timeout_s: 20\n  wrong:\n    url: {url}\n    headers:\n      Authorization: \"Bearer nope\"\n    connect_timeout_s: 5\n"
     );
-    let loaded = quiver_runtime::config::parse(&yaml, "quiver.yaml").unwrap();
+    let loaded = quiver_daemon::config::parse(&yaml, "quiver.yaml").unwrap();
     let servers: Vec<_> = loaded.config.mcp_servers.into_values().collect();
     let (registry, host) = mcp::start(servers);
     mcp::ready(&host, "remote").await;

@@ -2,7 +2,6 @@
 //! tool whose schema is not an object schema is skipped (with a warning
 //! naming server and tool); the other tools are unaffected.
 
-
 use quiver_tests::mcp;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,12 +2,11 @@
 //! in flight gets a clear error, the server's tools leave the catalog,
 //! the host reconnects with backoff and the tools come back.
 
-
 use quiver_tests::mcp;
 
 use std::sync::Arc;
 
-use quiver_runtime::mcp::ServerState;
+use quiver_mcp::ServerState;
 use serde_json::Map;
 
 fn read_pid(path: &std::path::Path) -> Option<u32> {
@@ -19,10 +18,10 @@ async fn killed_server_reconnects_and_its_tools_return() {
     let pid_file = quiver_tests::scratch_path("crash.pid");
     // A longer first pause than `fast_options`, so that the window in which
     // the tools are out of the catalog is easy to observe.
-    let registry = Arc::new(quiver_runtime::registry::ToolRegistry::new());
+    let registry = Arc::new(quiver_tool::registry::ToolRegistry::new());
     let mut options = mcp::fast_options();
     options.backoff.initial = std::time::Duration::from_millis(500);
-    let host = quiver_runtime::mcp::McpHost::start(
+    let host = quiver_mcp::McpHost::start(
         registry.clone(),
         vec![mcp::test_server(
             "fragile",
@@ -109,7 +108,7 @@ async fn killed_server_reconnects_and_its_tools_return() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_leave_the_catalog_while_the_server_is_down() {
     // A server that cannot start at all never adds tools, and calls say why.
-    let (registry, host) = mcp::start(vec![quiver_runtime::mcp::McpServerConfig::stdio(
+    let (registry, host) = mcp::start(vec![quiver_mcp::McpServerConfig::stdio(
         "missing",
         "/nonexistent/quiver-no-such-server",
         vec![],

@@ -4,11 +4,10 @@
 //! request ranks first. It is searched, never sent to the model, and goes
 //! with the server.
 
-
 use quiver_tests::mcp;
 
-use quiver_runtime::bridge;
-use quiver_runtime::tool::ToolSource;
+use quiver_catalog::bridge;
+use quiver_tool::tool::ToolSource;
 use serde_json::json;
 
 const INSTRUCTIONS: &str = "Relays messages for a ship's radio operator to the harbour master.";

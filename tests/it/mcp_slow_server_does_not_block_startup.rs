@@ -2,14 +2,13 @@
 //! connecting, a failed one and a disabled one are named in an empty
 //! `tool_search` result, and only if the session's scope grants them.
 
-
 use quiver_tests::mcp;
 
 use std::time::Duration;
 
-use quiver_runtime::bridge;
-use quiver_runtime::mcp::{McpServerConfig, ScopedStatus, ServerState};
-use quiver_runtime::scope::Scope;
+use quiver_catalog::bridge;
+use quiver_mcp::{McpServerConfig, ScopedStatus, ServerState};
+use quiver_tool::scope::Scope;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

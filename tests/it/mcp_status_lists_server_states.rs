@@ -2,7 +2,6 @@
 //! prints each one's state; it exits non-zero when an enabled server is not
 //! ready.
 
-
 #[test]
 fn status_prints_every_server() {
     let server = quiver_tests::mcp_test_server();

@@ -3,10 +3,9 @@
 //! not outlive shutdown, nor a crash of the server itself. Its stderr goes
 //! to the log, not into the protocol.
 
-
 use quiver_tests::mcp;
 
-use quiver_runtime::mcp::ServerState;
+use quiver_mcp::ServerState;
 use quiver_tests::process_is_gone;
 use serde_json::Map;
 

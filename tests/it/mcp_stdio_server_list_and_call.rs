@@ -3,10 +3,9 @@
 //! through `tool_call` and are called through the MCP client: text, image
 //! and structured results come back.
 
-
 use quiver_tests::mcp;
 
-use quiver_runtime::bridge::{self, BridgeOutcome};
+use quiver_catalog::bridge::{self, BridgeOutcome};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

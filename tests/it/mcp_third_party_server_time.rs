@@ -3,11 +3,10 @@
 //! catalog, are found by `tool_search` and are called through `tool_call`
 //! and the MCP client.
 
-
 use quiver_tests::mcp;
 
-use quiver_runtime::bridge::{self, BridgeOutcome};
-use quiver_runtime::mcp::McpServerConfig;
+use quiver_catalog::bridge::{self, BridgeOutcome};
+use quiver_mcp::McpServerConfig;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,7 +1,6 @@
 //! `isError` results and protocol errors (unknown tool, bad params) both
 //! come back as tool errors that name the server and the tool.
 
-
 use quiver_tests::mcp;
 
 use serde_json::{Map, json};

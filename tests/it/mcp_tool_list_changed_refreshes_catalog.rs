@@ -2,7 +2,6 @@
 //! again: the next assembly and search see the new tool, the removed one is
 //! gone, and no other server's part of the catalog changes.
 
-
 use quiver_tests::mcp;
 
 use std::sync::Arc;

@@ -7,11 +7,10 @@
 //! allowed after tool use, the tools still go (the API wants them) with
 //! `tool_choice: none`.
 
-
 use quiver_tests::model;
 
 use model::{ScriptedModel, assembled_tools, turn};
-use quiver_runtime::model::{CompletionRequest, FinishReason, Message, Role};
+use quiver_model::{CompletionRequest, FinishReason, Message, Role};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -34,7 +33,7 @@ async fn tool_use_and_merged_tool_results_round_trip() {
     );
     let mut config = server.anthropic("claude");
     config.api_key = Some("sk-ant-test".into());
-    let provider = quiver_runtime::model::build(&config).unwrap();
+    let provider = quiver_model::build(&config).unwrap();
     assert_eq!(provider.name(), "claude");
     let tools = assembled_tools(false);
 

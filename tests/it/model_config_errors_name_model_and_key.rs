@@ -3,7 +3,6 @@
 //! variable, an unknown provider or a `default_model` that names no model
 //! are errors naming the file, line, key and what is allowed.
 
-
 use quiver_tests::{arg, quiver};
 
 fn check(text: &str) -> (bool, String) {

@@ -4,11 +4,10 @@
 //! (retried `max_retries` times), a refused connection and one closed
 //! without an answer (retried too), and a 2xx body that is no answer.
 
-
 use quiver_tests::model;
 
 use model::{ScriptedModel, ask};
-use quiver_runtime::model::{ModelConfig, build};
+use quiver_model::{ModelConfig, build};
 use serde_json::json;
 
 fn script() -> serde_json::Value {
@@ -106,7 +105,7 @@ async fn a_refused_connection_is_retried_then_named() {
     };
     let mut config = ModelConfig::new(
         "gone",
-        quiver_runtime::model::ProviderKind::OpenAi,
+        quiver_model::ProviderKind::OpenAi,
         format!("http://127.0.0.1:{port}/v1"),
         "m",
     );

@@ -4,11 +4,10 @@
 //! when it does not (the system's trust store does not know it). A
 //! `tls_ca_file` with no certificate is a config error naming the file.
 
-
 use quiver_tests::model;
 
 use model::{ScriptedModel, ask};
-use quiver_runtime::model::{ModelConfig, ModelError, build};
+use quiver_model::{ModelConfig, ModelError, build};
 use serde_json::json;
 
 /// The answer of the model `config` describes to a greeting.

@@ -5,11 +5,10 @@
 //! next answer sees them. With tools not allowed, none are sent. Calls the
 //! server sends without an id get one.
 
-
 use quiver_tests::model;
 
 use model::{ScriptedModel, assembled_tools, tool_names, turn};
-use quiver_runtime::model::{CompletionRequest, FinishReason, Message, Role};
+use quiver_model::{CompletionRequest, FinishReason, Message, Role};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -28,7 +27,7 @@ async fn tool_calls_and_results_round_trip() {
     let mut config = server.openai("local");
     config.api_key = Some("sk-local".into());
     config.context_tokens = 32_768;
-    let provider = quiver_runtime::model::build(&config).unwrap();
+    let provider = quiver_model::build(&config).unwrap();
     assert_eq!(provider.name(), "local");
     assert_eq!(provider.context_tokens(), 32_768);
     let tools = assembled_tools(false);
@@ -139,7 +138,7 @@ async fn calls_without_ids_get_unique_ones() {
         {"name": "ping", "omit_id": true},
     ]}]}]);
     let server = ScriptedModel::start(&script, &[]);
-    let provider = quiver_runtime::model::build(&server.openai("local")).unwrap();
+    let provider = quiver_model::build(&server.openai("local")).unwrap();
     let messages = [Message::user("ping twice")];
     let completion = provider
         .complete(CompletionRequest {

@@ -3,11 +3,10 @@
 //! `max_completion_tokens`, and every later request of that model uses it;
 //! `max_tokens_field` forces either field.
 
-
 use quiver_tests::model;
 
 use model::{ScriptedModel, ask};
-use quiver_runtime::model::{MaxTokensField, build};
+use quiver_model::{MaxTokensField, build};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

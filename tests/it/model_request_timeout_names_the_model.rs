@@ -2,13 +2,12 @@
 //! error naming the model, the URL and the limit; a timed-out request is
 //! not sent again (the server may still be generating it).
 
-
 use quiver_tests::model;
 
 use std::time::Duration;
 
 use model::{ScriptedModel, ask};
-use quiver_runtime::model::build;
+use quiver_model::build;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

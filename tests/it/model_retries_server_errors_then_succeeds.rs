@@ -3,13 +3,12 @@
 //! finally comes is returned; both clients do it (529 is Anthropic's
 //! "overloaded").
 
-
 use quiver_tests::model;
 
 use std::time::{Duration, Instant};
 
 use model::{ScriptedModel, ask};
-use quiver_runtime::model::build;
+use quiver_model::build;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,13 +2,12 @@
 //! many sessions running at once, each at its own step, get their own
 //! conversation's answers, and a replayed request gets the same answer.
 
-
 use quiver_tests::model;
 
 use std::sync::Arc;
 
 use model::ScriptedModel;
-use quiver_runtime::model::{CompletionRequest, Message, ModelProvider, ToolCall, build};
+use quiver_model::{CompletionRequest, Message, ModelProvider, ToolCall, build};
 use serde_json::json;
 
 async fn turn(provider: &dyn ModelProvider, messages: &[Message]) -> Message {

@@ -3,12 +3,12 @@
 //! `tool_call` / `tool_describe` of one say it is not available in this
 //! session.
 
-use quiver_runtime::assembly::{Assembler, Assembly};
-use quiver_runtime::bridge::{self, BridgeError};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::bridge::{self, BridgeError};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 fn spec(name: &str, description: &str) -> ToolSpec {

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
-use quiver_runtime::registry::ToolRegistry;
+use quiver_plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
 use quiver_tests::{install_plugin, plugin_so, quiver};
+use quiver_tool::registry::ToolRegistry;
 
 #[test]
 fn layout_mismatch_names_file_and_difference() {

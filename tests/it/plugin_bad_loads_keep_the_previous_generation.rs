@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, PluginWatcher, ReloadOutcome};
-use quiver_runtime::registry::ToolRegistry;
+use quiver_plugins::{PluginHost, PluginHostOptions, PluginWatcher, ReloadOutcome};
 use quiver_tests::{install_plugin, plugin_so, wait_until};
+use quiver_tool::registry::ToolRegistry;
 use serde_json::json;
 
 fn setup() -> (tempfile::TempDir, std::path::PathBuf, PluginHost) {

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
-use quiver_runtime::registry::ToolRegistry;
+use quiver_plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
 use quiver_tests::{install_plugin, plugin_so};
+use quiver_tool::registry::ToolRegistry;
 use serde_json::json;
 
 #[tokio::test]

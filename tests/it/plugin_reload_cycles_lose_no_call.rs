@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, PluginWatcher};
-use quiver_runtime::registry::ToolRegistry;
+use quiver_plugins::{PluginHost, PluginHostOptions, PluginWatcher};
 use quiver_tests::{install_plugin, plugin_so, wait_until};
+use quiver_tool::registry::ToolRegistry;
 use serde_json::json;
 
 const CYCLES: u64 = 50;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, PluginWatcher};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_plugins::{PluginHost, PluginHostOptions, PluginWatcher};
 use quiver_tests::{install_plugin, plugin_so, wait_until};
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
 
 #[test]
 fn removed_plugin_is_gone_from_the_next_assembly() {

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::bridge;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::bridge;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_plugins::{PluginHost, PluginHostOptions};
 use quiver_tests::{install_plugin, plugin_so};
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
 use serde_json::json;
 
 #[tokio::test]

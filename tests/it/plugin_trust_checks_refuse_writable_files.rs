@@ -5,9 +5,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
-use quiver_runtime::plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
-use quiver_runtime::registry::ToolRegistry;
+use quiver_plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
 use quiver_tests::{install_plugin, plugin_so};
+use quiver_tool::registry::ToolRegistry;
 
 fn host(temp: &std::path::Path, configure: impl FnOnce(&mut PluginHostOptions)) -> PluginHost {
     let mut options = PluginHostOptions::new(temp.join("state"));
@@ -59,7 +59,7 @@ fn pinned_hash_must_match() {
     };
     assert!(message.contains("plugins.pin.echo"), "{message}");
 
-    let digest = quiver_runtime::plugins::files::sha256_hex(&std::fs::read(&path).unwrap());
+    let digest = quiver_plugins::files::sha256_hex(&std::fs::read(&path).unwrap());
     let right = host(temp.path(), |o| {
         o.pin.insert("echo".into(), digest.clone());
     });

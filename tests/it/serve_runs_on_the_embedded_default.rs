@@ -3,10 +3,8 @@
 //! `quiver` executable (and no other `.so` there) and connects the bundled
 //! example notes MCP server, whose tools then work through the gateway.
 
-
 use quiver_tests::daemon;
 
-use std::process::Command;
 use std::time::Duration;
 
 use daemon::TestDaemon;
@@ -24,7 +22,7 @@ async fn serve_with_no_config_runs_the_bundled_tools() {
     let scratch = tempfile::tempdir().unwrap();
     let work = scratch.path().join("work");
     std::fs::create_dir(&work).unwrap();
-    let mut command = Command::new(quiver_tests::quiver_bin());
+    let mut command = quiver_tests::quiver_command();
     command
         .arg("serve")
         .current_dir(&work)

@@ -3,9 +3,8 @@
 //! handshake, and ends the MCP servers it started rather than leaving them
 //! behind.
 
-
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -23,7 +22,7 @@ fn a_failed_handshake_ends_the_process_and_its_servers() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(quiver_tests::quiver_bin())
+    let mut child = quiver_tests::quiver_command()
         .args(["serve", "--stdio", "--config"])
         .arg(&config)
         .arg("--state-dir")

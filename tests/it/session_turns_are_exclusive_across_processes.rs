@@ -3,13 +3,12 @@
 //! --session` on it is told a turn is running (and stores nothing), and
 //! once the turn has ended it can go on.
 
-
 use quiver_tests::daemon;
 use quiver_tests::model;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use serde_json::json;
 
 /// `quiver chat --session SESSION` given one line; its stdout and stderr.
 fn chat(state: &Path, config: &Path, session: &str, line: &str) -> (String, String) {
-    let mut child = Command::new(quiver_tests::quiver_bin())
+    let mut child = quiver_tests::quiver_command()
         .args(["chat", "--session", session, "--config"])
         .arg(config)
         .arg("--state-dir")

@@ -4,7 +4,6 @@
 //! (exit non-zero), not a silent fallback that would start a second copy
 //! of every MCP server beside a running daemon.
 
-
 use std::process::Command;
 
 fn status(state: &std::path::Path, config: &std::path::Path) -> std::process::Output {
@@ -30,7 +29,9 @@ fn write_daemon_file(state: &std::path::Path, pid: u32, url: &str) {
 fn a_stale_file_is_named_and_a_silent_daemon_is_an_error() {
     let temp = tempfile::tempdir().unwrap();
     let state = temp.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&state)
+        .unwrap();
     let config = temp.path().join("quiver.yaml");
     std::fs::write(&config, "core_tools:\n  workspace: .\n").unwrap();
 

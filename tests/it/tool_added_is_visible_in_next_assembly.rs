@@ -2,12 +2,12 @@
 //! the very next `Assembler::assemble`, its listing and its search, with the
 //! default catalog cache on, and that earlier assemblies stay as they were.
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::bridge;
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::bridge;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::{Value, json};
 
 fn spec(name: &str, description: &str) -> ToolSpec {
@@ -31,7 +31,7 @@ fn search_description(tools: &[Value]) -> String {
         .to_owned()
 }
 
-fn hit_names(assembly: &quiver_runtime::assembly::Assembly, query: &str) -> Vec<String> {
+fn hit_names(assembly: &quiver_catalog::assembly::Assembly, query: &str) -> Vec<String> {
     assembly
         .search(query, Some(20))
         .iter()

@@ -3,12 +3,12 @@
 //! parser's error; anything that is not an object is refused; and missing
 //! required arguments are refused with the tool's schema attached.
 
-use quiver_runtime::assembly::{Assembler, Assembly};
-use quiver_runtime::bridge::{self, BridgeError, BridgeOutcome, TOOL_CALL};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::bridge::{self, BridgeError, BridgeOutcome, TOOL_CALL};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::{Value, json};
 
 const TOOL: &str = "mcp_github_create_issue";

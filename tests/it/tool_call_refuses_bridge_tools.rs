@@ -1,12 +1,12 @@
 //! Checks that `tool_call` refuses to call a bridge tool (`tool_search`,
 //! `tool_describe`, `tool_call`) and says to call it directly.
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::bridge::{self, BridgeError, TOOL_CALL};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::bridge::{self, BridgeError, TOOL_CALL};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 #[test]

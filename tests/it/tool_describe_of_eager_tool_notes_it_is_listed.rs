@@ -2,12 +2,13 @@
 //! list) returns its description and schema with a note saying so, and that
 //! a deferred tool's description carries no such note.
 
-use quiver_runtime::assembly::{Assembler, Assembly};
-use quiver_runtime::bridge;
-use quiver_runtime::config::{ToolSearchConfig, parse};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::bridge;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_daemon::config::parse;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::{Value, json};
 
 fn schema(parameter: &str) -> Value {

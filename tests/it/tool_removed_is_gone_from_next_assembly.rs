@@ -2,12 +2,12 @@
 //! removed, is gone from the very next `Assembler::assemble`, its listing,
 //! its search and `tool_call`, with the default catalog cache on.
 
-use quiver_runtime::assembly::{Assembler, Assembly, Tier};
-use quiver_runtime::bridge::{self, BridgeError};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::{Assembler, Assembly, Tier};
+use quiver_catalog::bridge::{self, BridgeError};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 fn spec(name: &str, description: &str) -> ToolSpec {

@@ -2,12 +2,12 @@
 //! fails with an unknown-tool error listing at most 3 close in-scope names,
 //! the closest first.
 
-use quiver_runtime::assembly::{Assembler, Assembly};
-use quiver_runtime::bridge::{self, BridgeError, SUGGESTIONS};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
-use quiver_runtime::tool::{ToolSource, ToolSpec};
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::bridge::{self, BridgeError, SUGGESTIONS};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::{ToolSource, ToolSpec};
 use serde_json::json;
 
 fn assembly(tools: &[&str]) -> Assembly {

@@ -1,27 +1,21 @@
 //! A shared fixture for the core-tools tests: a real temporary directory
 //! holding a workspace (`ws/`), a directory beside it (`outside/`) and a
-//! `quiver.yaml` loaded from disk; the core tools registered in a real
-//! registry and run through the standard dispatch chain built by
-//! `ChainParts::from_config`, with the approval queue as approver.
-// Each test file uses a different part of the fixture.
+//! `quiver.yaml` loaded from disk, run by the runtime `quiver serve` runs
+//! ([`Daemon::start`]), with its approval queue as approver.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_runtime::assembly::Assembler;
-use quiver_runtime::config::{Config, load_file};
-use quiver_runtime::core_tools::CoreToolSet;
-use quiver_runtime::dispatch::approval::queue::ApprovalQueue;
-use quiver_runtime::dispatch::{
-    ActivityFeed, ChainParts, DispatchError, Dispatcher, Executors, Session, standard_chain,
-};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_daemon::config::{Config, load_file};
+use quiver_daemon::{Daemon, DaemonOptions};
+use quiver_dispatch::approval::queue::ApprovalQueue;
+use quiver_dispatch::{DispatchError, Session};
+use quiver_tool::scope::Scope;
 use serde_json::Value;
 
-/// The directories, the tools and the chain.
+/// The directories, the runtime and a session.
 pub struct Env {
     /// Holds everything; removed on drop.
     pub temp: tempfile::TempDir,
@@ -30,19 +24,16 @@ pub struct Env {
     /// A directory beside the workspace (canonical).
     pub outside: PathBuf,
     pub config: Config,
-    pub tools: CoreToolSet,
-    pub registry: Arc<ToolRegistry>,
-    pub assembler: Assembler,
-    pub dispatcher: Dispatcher,
-    pub feed: Arc<ActivityFeed>,
+    pub daemon: Arc<Daemon>,
     pub queue: ApprovalQueue,
     pub session: Arc<Session>,
 }
 
 /// Writes `yaml` to `quiver.yaml` beside `ws/` and `outside/`, loads it
-/// and builds the chain. `yaml` should set `core_tools.workspace: ws`
-/// (relative to the file) unless the test wants otherwise.
-pub fn env(yaml: &str) -> Env {
+/// and starts the runtime on it (state in the temporary directory).
+/// `yaml` should set `core_tools.workspace: ws` (relative to the file)
+/// unless the test wants otherwise.
+pub async fn env(yaml: &str) -> Env {
     let temp = tempfile::tempdir().unwrap();
     std::fs::create_dir(temp.path().join("ws")).unwrap();
     std::fs::create_dir(temp.path().join("outside")).unwrap();
@@ -50,31 +41,19 @@ pub fn env(yaml: &str) -> Env {
     std::fs::write(&file, yaml).unwrap();
     let loaded = load_file(&file).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    let config = loaded.config;
-    let tools = CoreToolSet::new(&config.core_tools).unwrap();
-    let registry = Arc::new(ToolRegistry::new());
-    let report = tools.register(&registry);
-    assert!(report.refused.is_empty(), "{:?}", report.refused);
-    let queue = ApprovalQueue::new();
-    let executors = Executors::new().with_core(Arc::new(tools.executor()));
-    let parts =
-        ChainParts::from_config(&config, Arc::new(queue.clone()), Arc::new(executors)).unwrap();
-    let feed = Arc::new(ActivityFeed::new(
-        config.feed.redact.iter(),
-        config.feed.capacity,
-    ));
-    let session = Session::new("core", Scope::all(), feed.clone());
+    let mut config = loaded.config;
+    config.serve.state_dir = Some(temp.path().join("state"));
+    let daemon = Daemon::start(config.clone(), DaemonOptions::default())
+        .await
+        .unwrap();
+    let session = Session::new("core", Scope::all(), daemon.feed().clone());
     Env {
         ws: std::fs::canonicalize(temp.path().join("ws")).unwrap(),
         outside: std::fs::canonicalize(temp.path().join("outside")).unwrap(),
         temp,
-        assembler: Assembler::new(config.tool_search.clone()),
         config,
-        tools,
-        registry,
-        dispatcher: Dispatcher::new(standard_chain(parts)),
-        feed,
-        queue,
+        queue: daemon.approvals().clone(),
+        daemon,
         session,
     }
 }
@@ -83,10 +62,9 @@ impl Env {
     /// Assembles this turn and dispatches one call of `name`, as the model
     /// would make it.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, DispatchError> {
-        let assembly = self
-            .session
-            .assemble(&self.assembler, &self.registry.snapshot(), 200_000);
-        self.dispatcher
+        let assembly = self.daemon.assemble(&self.session, 200_000);
+        self.daemon
+            .dispatcher()
             .dispatch(&self.session, &assembly, name, &arguments)
             .await
     }

@@ -89,7 +89,7 @@ impl TestDaemon {
 
     /// As [`TestDaemon::start`], with more arguments.
     pub fn start_with(config: &Path, state: &Path, args: &[&str]) -> TestDaemon {
-        let mut command = Command::new(crate::quiver_bin());
+        let mut command = crate::quiver_command();
         command.arg("serve").arg("--config").arg(config).args(args);
         TestDaemon::spawn(command, state)
     }

@@ -1,7 +1,11 @@
 //! Helpers shared by the end-to-end tests: where the shared reference
 //! catalogs are, and the `quiver` binary built from this workspace.
+// Test support: a failed step is a failed test, so panicking is the error
+// handling here.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::new_without_default)]
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -30,16 +34,12 @@ pub fn catalog(name: &str) -> PathBuf {
 /// Builds the `quiver` binary once per test process and returns its path.
 ///
 /// Cargo only provides `CARGO_BIN_EXE_*` to a package's own tests, and the
-/// binary lives in `quiver-runtime`, so the tests build it here, with the
+/// binary lives in the `quiver` crate, so the tests build it here, with the
 /// same profile as the test binary.
 pub fn quiver_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        cargo_build(
-            &["-p", "quiver-runtime", "--bin", "quiver"],
-            "the quiver binary",
-        )
-        .join("quiver")
+        cargo_build(&["-p", "quiver", "--bin", "quiver"], "the quiver binary").join("quiver")
     })
 }
 
@@ -68,9 +68,30 @@ pub fn cargo_build(args: &[&str], what: &str) -> PathBuf {
         .join(if release { "release" } else { "debug" })
 }
 
-/// Runs `quiver` with `args` and returns its output.
+/// A `quiver` command as a new user would run it: `HOME` is a private
+/// scratch directory of this test process (so the default state
+/// directory is never the developer's own) and `XDG_STATE_HOME` is unset.
+pub fn quiver_command() -> Command {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    let home = HOME.get_or_init(|| {
+        let home = std::env::temp_dir().join(format!("quiver-test-{}-home", std::process::id()));
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&home);
+        if let Err(error) = made {
+            panic!("cannot make {}: {error}", home.display());
+        }
+        home
+    });
+    let mut command = Command::new(quiver_bin());
+    command.env("HOME", home).env_remove("XDG_STATE_HOME");
+    command
+}
+
+/// Runs `quiver` with `args` (see [`quiver_command`]) and returns its output.
 pub fn quiver(args: &[&str]) -> Output {
-    let output = Command::new(quiver_bin()).args(args).output();
+    let output = quiver_command().args(args).output();
     match output {
         Ok(output) => output,
         Err(error) => panic!("cannot run quiver: {error}"),

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use quiver_runtime::assembly::{Assembler, Assembly};
-use quiver_runtime::config::ToolSearchConfig;
-use quiver_runtime::mcp::supervisor::Backoff;
-use quiver_runtime::mcp::{McpHost, McpHostOptions, McpServerConfig, ServerState};
-use quiver_runtime::registry::ToolRegistry;
-use quiver_runtime::scope::Scope;
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_mcp::supervisor::Backoff;
+use quiver_mcp::{McpHost, McpHostOptions, McpServerConfig, ServerState};
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
 
 /// The longest any test waits for something that should happen at once.
 pub const DEADLINE: Duration = Duration::from_secs(30);

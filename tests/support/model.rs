@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use quiver_runtime::model::{
+use quiver_model::{
     CompletionRequest, Message, ModelConfig, ModelError, ModelProvider, ProviderKind,
 };
 use serde_json::Value;
@@ -85,11 +85,12 @@ fn fast(mut config: ModelConfig) -> ModelConfig {
 /// `get_weather {city}` and `get_time {tz}`: the bridge tools when
 /// `tool_search` is on, the two tools themselves when it is off.
 pub fn assembled_tools(tool_search: bool) -> Vec<Value> {
-    use quiver_runtime::assembly::Assembler;
-    use quiver_runtime::config::{Switch, ToolSearchConfig};
-    use quiver_runtime::registry::ToolRegistry;
-    use quiver_runtime::scope::Scope;
-    use quiver_runtime::tool::{ToolSource, ToolSpec};
+    use quiver_catalog::assembly::Assembler;
+    use quiver_catalog::settings::ToolSearchConfig;
+    use quiver_config::Switch;
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::scope::Scope;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
     use serde_json::json;
 
     let registry = ToolRegistry::new();

@@ -1,0 +1,573 @@
+//! Criterion benchmarks for per-turn assembly and tool search.
+//!
+//! Catalogs are read at run time from the shared reference catalogs
+//! (`../../shared/catalogs` relative to this crate's manifest), plus one
+//! generated 100,000-tool catalog (500 servers x 200 tools) built
+//! deterministically here. Results and targets: `docs/BENCHMARKS.md`.
+//!
+//! - `assembly/cold/*`: the catalog is rebuilt on every assembly
+//!   (`Assembler::with_cache_capacity(config, 0)`).
+//! - `assembly/warm/*`: the default catalog cache hits on every assembly.
+//! - `search/queries_{classic,enhanced}/*`: one iteration runs every query of
+//!   `queries/tool-search-mcp.json` (113) through `Assembly::search` on a
+//!   warmed index; the throughput line gives queries per second.
+//! - `search/index_build_{classic,enhanced}/*`: building each mode's index over the deferred tools.
+//! - `registry/republish_one_server/*`: one source sets an unchanged tool
+//!   list again (`ToolRegistry::set_source_tools`).
+//!
+//! `cargo bench -p quiver-benches --bench catalog` runs everything; a filter
+//! such as `-- search/queries` loads only the catalogs it needs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use criterion::{
+    BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::catalog::Retriever;
+use quiver_catalog::catalog_file::{self, CatalogDocument, CatalogServer, CatalogTool};
+use quiver_catalog::settings::SearchMode;
+use quiver_catalog::settings::ToolSearchConfig;
+use quiver_tool::registry::{RegistrySnapshot, ToolRegistry};
+use quiver_tool::scope::Scope;
+use quiver_tool::tool::ToolSpec;
+use serde_json::{Map, Value, json};
+
+/// Context size passed to every assembly, in tokens.
+const CONTEXT_TOKENS: u64 = 200_000;
+
+fn catalogs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/catalogs")
+}
+
+fn read_catalog(file: &str) -> CatalogDocument {
+    catalog_file::read(&catalogs_dir().join(file)).expect("reference catalog is readable")
+}
+
+/// A registry loaded with one catalog set, and its current snapshot.
+struct Fixture {
+    label: &'static str,
+    registry: ToolRegistry,
+    snapshot: Arc<RegistrySnapshot>,
+}
+
+impl Fixture {
+    fn load(label: &'static str, documents: &[CatalogDocument]) -> Fixture {
+        let started = Instant::now();
+        let registry = ToolRegistry::new();
+        catalog_file::register(&registry, documents);
+        let snapshot = registry.snapshot();
+        eprintln!(
+            "loaded {label}: {} tools from {} servers in {:.2?} (catalog_file::register)",
+            snapshot.len(),
+            snapshot.groups().len(),
+            started.elapsed()
+        );
+        Fixture {
+            label,
+            registry,
+            snapshot,
+        }
+    }
+
+    fn tools(&self) -> usize {
+        self.snapshot.len()
+    }
+}
+
+fn github() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::load("github-mcp", &[read_catalog("github-mcp.json")]))
+}
+
+fn popular() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::load("mcp-popular", &[read_catalog("mcp-popular.json")]))
+}
+
+fn popular_cloudflare() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        Fixture::load(
+            "mcp-popular+cloudflare",
+            &[
+                read_catalog("mcp-popular.json"),
+                read_catalog("cloudflare-api.json"),
+            ],
+        )
+    })
+}
+
+fn saas() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::load("openapi-saas", &[read_catalog("openapi-saas.json")]))
+}
+
+fn generated() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::load("generated", &[generate_catalog(500, 200)]))
+}
+
+/// The query strings of `queries/tool-search-mcp.json`.
+fn queries() -> &'static [String] {
+    static Q: OnceLock<Vec<String>> = OnceLock::new();
+    Q.get_or_init(|| {
+        let path = catalogs_dir().join("queries/tool-search-mcp.json");
+        let text = std::fs::read_to_string(path).expect("query file is readable");
+        let file: Value = serde_json::from_str(&text).expect("query file is JSON");
+        file["queries"]
+            .as_array()
+            .expect("queries array")
+            .iter()
+            .map(|q| q["query"].as_str().expect("query string").to_owned())
+            .collect()
+    })
+}
+
+// --- The generated catalog -------------------------------------------------
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
+        words[self.below(words.len())]
+    }
+}
+
+const PREFIXES: [&str; 20] = [
+    "acme", "nimbus", "orbit", "atlas", "vertex", "zenith", "quartz", "harbor", "summit",
+    "pioneer", "cobalt", "ember", "falcon", "granite", "helix", "lumen", "maple", "nova", "onyx",
+    "prism",
+];
+const DOMAINS: [&str; 25] = [
+    "billing",
+    "crm",
+    "tickets",
+    "git",
+    "deploy",
+    "chat",
+    "docs",
+    "storage",
+    "analytics",
+    "monitoring",
+    "payments",
+    "shop",
+    "marketing",
+    "calendar",
+    "tasks",
+    "hr",
+    "search",
+    "mail",
+    "notes",
+    "forms",
+    "survey",
+    "wiki",
+    "ci",
+    "auth",
+    "maps",
+];
+const VERBS: [&str; 20] = [
+    "get",
+    "list",
+    "create",
+    "update",
+    "delete",
+    "search",
+    "archive",
+    "restore",
+    "export",
+    "import",
+    "sync",
+    "approve",
+    "assign",
+    "close",
+    "merge",
+    "publish",
+    "schedule",
+    "cancel",
+    "validate",
+    "summarize",
+];
+const NOUNS: [&str; 30] = [
+    "invoice",
+    "customer",
+    "order",
+    "ticket",
+    "project",
+    "repository",
+    "branch",
+    "deployment",
+    "user",
+    "team",
+    "message",
+    "channel",
+    "document",
+    "folder",
+    "file",
+    "report",
+    "dashboard",
+    "alert",
+    "incident",
+    "webhook",
+    "subscription",
+    "payment",
+    "product",
+    "campaign",
+    "contact",
+    "event",
+    "calendar",
+    "task",
+    "comment",
+    "label",
+];
+const QUALIFIERS: [&str; 8] = [
+    "",
+    "",
+    "",
+    "_by_id",
+    "_details",
+    "_history",
+    "_settings",
+    "_batch",
+];
+const FIELDS: [&str; 25] = [
+    "id",
+    "name",
+    "status",
+    "created_at",
+    "updated_at",
+    "owner",
+    "email",
+    "title",
+    "amount",
+    "currency",
+    "due_date",
+    "priority",
+    "tags",
+    "url",
+    "description",
+    "region",
+    "state",
+    "limit",
+    "cursor",
+    "sort",
+    "query",
+    "assignee",
+    "start_date",
+    "end_date",
+    "version",
+];
+const EXTRA_SENTENCES: [&str; 8] = [
+    "Results are paginated; pass the returned cursor to fetch the next page.",
+    "Requires an API token with write access to the workspace.",
+    "The call is idempotent and safe to retry on timeouts.",
+    "Archived records are excluded unless explicitly requested.",
+    "Rate limited to 100 requests per minute per token.",
+    "Timestamps are ISO 8601 strings in UTC.",
+    "Use this before making bulk changes to confirm the current state.",
+    "Returns an error when the caller lacks permission on the parent resource.",
+];
+
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_ascii_uppercase().to_string() + chars.as_str()
+    })
+}
+
+fn generated_tool(rng: &mut Lcg, domain: &str, verb: &str, noun: &str) -> CatalogTool {
+    let qualifier = rng.pick(&QUALIFIERS);
+    let name = format!("{verb}_{noun}{qualifier}");
+    let mut description = format!(
+        "{} {} {} in the {domain} workspace{}.",
+        capitalised(verb),
+        if verb == "list" || verb == "search" || verb == "export" {
+            "the"
+        } else {
+            "a"
+        },
+        noun.replace('_', " "),
+        match qualifier {
+            "_by_id" => " by its identifier",
+            "_details" => ", with every field expanded",
+            "_history" => " and its change history",
+            "_settings" => " settings",
+            "_batch" => " for many records at once",
+            _ => "",
+        }
+    );
+    // Three distinct fields: each step is 1..=12 and both add up to < 25.
+    let first = rng.below(FIELDS.len());
+    let second = (first + 1 + rng.below(12)) % FIELDS.len();
+    let third = (second + 1 + rng.below(12)) % FIELDS.len();
+    let fields = [FIELDS[first], FIELDS[second], FIELDS[third]];
+    description.push_str(&format!(
+        " Returns the {noun} with its {}, {} and {}.",
+        fields[0], fields[1], fields[2]
+    ));
+    for _ in 0..rng.below(3) {
+        description.push(' ');
+        description.push_str(rng.pick(&EXTRA_SENTENCES));
+    }
+
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for _ in 0..1 + rng.below(8) {
+        let field = rng.pick(&FIELDS);
+        if properties.contains_key(field) {
+            continue;
+        }
+        let property = match field {
+            "status" | "state" | "priority" => json!({
+                "type": "string",
+                "description": format!("Only {noun}s with this {field}."),
+                "enum": ["open", "pending", "closed", "archived"],
+            }),
+            "limit" => json!({
+                "type": "integer",
+                "description": "Maximum number of results (1-100).",
+                "minimum": 1,
+                "maximum": 100,
+                "default": 25,
+            }),
+            "tags" => json!({
+                "type": "array",
+                "description": format!("Tags attached to the {noun}."),
+                "items": {"type": "string"},
+            }),
+            "amount" => json!({
+                "type": "number",
+                "description": format!("The {noun} amount in minor units."),
+            }),
+            _ => json!({
+                "type": "string",
+                "description": format!("The {} of the {noun}.", field.replace('_', " ")),
+            }),
+        };
+        if rng.below(3) == 0 {
+            required.push(Value::String(field.to_owned()));
+        }
+        properties.insert(field.to_owned(), property);
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    CatalogTool {
+        name,
+        description,
+        input_schema: Value::Object(schema),
+        api_call: None,
+    }
+}
+
+/// `servers` x `tools_per_server` tools (at most 500 x 600) with names,
+/// descriptions and schemas recombined from fixed word lists; the same
+/// arguments always give the same catalog.
+fn generate_catalog(servers: usize, tools_per_server: usize) -> CatalogDocument {
+    let combos = VERBS.len() * NOUNS.len();
+    assert!(servers <= PREFIXES.len() * DOMAINS.len() && tools_per_server <= combos);
+    let mut rng = Lcg(0x5155_4956_4552); // "QUIVER"
+    let servers = (0..servers)
+        .map(|s| {
+            let domain = DOMAINS[s % DOMAINS.len()];
+            let prefix = PREFIXES[s / DOMAINS.len()];
+            let offset = rng.below(combos);
+            let tools = (0..tools_per_server)
+                .map(|i| {
+                    // 7 is coprime with 600, so the (verb, noun) pairs are distinct.
+                    let combo = (offset + i * 7) % combos;
+                    let (verb, noun) = (VERBS[combo % VERBS.len()], NOUNS[combo / VERBS.len()]);
+                    generated_tool(&mut rng, domain, verb, noun)
+                })
+                .collect();
+            CatalogServer {
+                name: format!("{prefix}-{domain}"),
+                description: format!("{} {domain} service", capitalised(prefix)),
+                title: None,
+                tools,
+            }
+        })
+        .collect();
+    CatalogDocument { servers }
+}
+
+// --- Benchmarks -------------------------------------------------------------
+
+/// A catalog set: benchmark label, tool count, loader. Fixtures are loaded
+/// inside the benchmark closures, so a filtered run loads only what it uses.
+type Set = (&'static str, usize, fn() -> &'static Fixture);
+
+const GITHUB: Set = ("github-mcp", 121, github);
+const POPULAR: Set = ("mcp-popular", 1_138, popular);
+const POPULAR_CLOUDFLARE: Set = ("mcp-popular+cloudflare", 4_472, popular_cloudflare);
+const SAAS: Set = ("openapi-saas", 5_712, saas);
+const GENERATED: Set = ("generated", 100_000, generated);
+
+fn load((label, tools, loader): Set) -> &'static Fixture {
+    let fixture = loader();
+    assert_eq!(
+        (fixture.label, fixture.tools()),
+        (label, tools),
+        "catalog set changed"
+    );
+    fixture
+}
+
+fn id(function: &str, (label, tools, _): Set) -> BenchmarkId {
+    BenchmarkId::new(function, format!("{label}/{tools}"))
+}
+
+fn assembly(c: &mut Criterion, sets: &[Set]) {
+    let scope = Scope::all();
+    let mut group = c.benchmark_group("assembly");
+    group
+        .sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for &set in sets {
+        group.bench_function(id("cold", set), |b| {
+            let snapshot = &load(set).snapshot;
+            let cold = Assembler::with_cache_capacity(ToolSearchConfig::default(), 0);
+            b.iter(|| cold.assemble(black_box(snapshot), &scope, CONTEXT_TOKENS));
+        });
+        group.bench_function(id("warm", set), |b| {
+            let snapshot = &load(set).snapshot;
+            let warm = Assembler::new(ToolSearchConfig::default());
+            drop(warm.assemble(snapshot, &scope, CONTEXT_TOKENS));
+            b.iter(|| warm.assemble(black_box(snapshot), &scope, CONTEXT_TOKENS));
+        });
+    }
+    group.finish();
+}
+
+const MODES: [SearchMode; 2] = [SearchMode::Classic, SearchMode::Enhanced];
+
+fn mode_name(mode: SearchMode) -> &'static str {
+    match mode {
+        SearchMode::Classic => "classic",
+        SearchMode::Enhanced => "enhanced",
+    }
+}
+
+fn mode_config(mode: SearchMode) -> ToolSearchConfig {
+    let mut config = ToolSearchConfig::default();
+    config.mode = mode;
+    config
+}
+
+fn search(c: &mut Criterion, query_sets: &[Set], index_sets: &[Set]) {
+    let scope = Scope::all();
+    let queries = queries();
+    let mut group = c.benchmark_group("search");
+    group
+        .sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Elements(queries.len() as u64));
+    for mode in MODES {
+        let config = mode_config(mode);
+        for &set in query_sets {
+            group.bench_function(id(&format!("queries_{}", mode_name(mode)), set), |b| {
+                let assembler = Assembler::new(config.clone());
+                let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
+                // The index is built lazily on the first search: build it now.
+                assert_eq!(assembly.catalog().index().len(), set.1);
+                b.iter(|| {
+                    for query in queries {
+                        black_box(assembly.search(black_box(query), None));
+                    }
+                });
+            });
+        }
+    }
+    // Builds take 10 ms to 1 s: one build per sample.
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    for mode in MODES {
+        for &set in index_sets {
+            group.throughput(Throughput::Elements(set.1 as u64));
+            group.bench_function(id(&format!("index_build_{}", mode_name(mode)), set), |b| {
+                let assembler = Assembler::new(ToolSearchConfig::default());
+                let assembly = assembler.assemble(&load(set).snapshot, &scope, CONTEXT_TOKENS);
+                let catalog = assembly.catalog();
+                b.iter(|| Retriever::build(mode, catalog.groups()));
+            });
+        }
+    }
+    group.finish();
+}
+
+/// One MCP server re-sending an unchanged tool list (`tools/list_changed`):
+/// `ToolRegistry::set_source_tools` rebuilds the whole snapshot.
+fn registry(c: &mut Criterion, sets: &[Set]) {
+    let mut group = c.benchmark_group("registry");
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for &set in sets {
+        group.bench_function(id("republish_one_server", set), |b| {
+            let fixture = load(set);
+            let server = &fixture.snapshot.groups()[0];
+            let specs: Vec<ToolSpec> = server
+                .tools()
+                .iter()
+                .map(|t| {
+                    ToolSpec::new(t.original_name(), t.description(), t.input_schema().clone())
+                })
+                .collect();
+            b.iter_batched(
+                || specs.clone(),
+                |specs| {
+                    fixture
+                        .registry
+                        .set_source_tools(server.source().clone(), specs)
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+/// The reference catalogs. They run first, before the generated catalog's
+/// much larger registry is allocated.
+fn reference_catalogs(c: &mut Criterion) {
+    assembly(c, &[GITHUB, POPULAR, POPULAR_CLOUDFLARE, SAAS]);
+    search(
+        c,
+        &[POPULAR, POPULAR_CLOUDFLARE, SAAS],
+        &[POPULAR, POPULAR_CLOUDFLARE, SAAS],
+    );
+    registry(c, &[POPULAR_CLOUDFLARE]);
+}
+
+/// The generated 100,000-tool catalog (about 2 s to generate and register).
+fn generated_catalog(c: &mut Criterion) {
+    assembly(c, &[GENERATED]);
+    search(c, &[], &[GENERATED]);
+    registry(c, &[GENERATED]);
+}
+
+criterion_group!(benches, reference_catalogs, generated_catalog);
+criterion_main!(benches);

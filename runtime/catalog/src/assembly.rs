@@ -1,0 +1,502 @@
+//! Per-turn assembly: from the live registry, a session's scope and its
+//! context size, the exact tools array sent to the model, decided afresh
+//! every time.
+//!
+//! - Tier 0: nothing is deferred (no deferrable tool in scope, or
+//!   `enabled: off`): every in-scope tool is sent with its schema.
+//! - Tier 1: eager tools, then the bridge, with the deferred catalog listed
+//!   per server in the `tool_search` description.
+//! - Tier 2: eager tools and the bridge, with one summary line per server
+//!   (as many as fit), when not even one server can be listed per tool.
+//!
+//! The same tools and scope always give a byte-identical array, whatever
+//! order sources registered in, so provider prompt caches keep hitting.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::bridge::{self, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
+use crate::catalog::Catalog;
+use crate::listing::{self, Listing, ListingForm};
+use crate::settings::ToolSearchConfig;
+use quiver_config::Switch;
+use quiver_search::classic::Scored;
+use quiver_tool::registry::RegistrySnapshot;
+use quiver_tool::scope::Scope;
+use quiver_tool::tokens;
+use quiver_tool::tool::function_definition;
+
+/// How much of the catalog the model sees directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    /// Everything eager, no bridge.
+    Eager = 0,
+    /// Bridge plus a per-tool listing of at least one server.
+    Listed = 1,
+    /// Bridge plus server summary lines only.
+    Summarised = 2,
+}
+
+impl Serialize for Tier {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(*self as u8)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CatalogKey {
+    registry_id: u64,
+    generation: u64,
+    scope: String,
+    defer: bool,
+}
+
+/// Default number of catalogs kept by an [`Assembler`].
+pub const DEFAULT_CATALOG_CACHE: usize = 32;
+
+/// Builds assemblies under one tool-search configuration.
+///
+/// Catalogs (and their search indexes) are cached under the registry
+/// generation, the scope and the deferral switch: everything they are
+/// derived from, so a change to any of them is seen on the next assembly.
+pub struct Assembler {
+    config: Arc<ToolSearchConfig>,
+    cache_capacity: usize,
+    cache: Mutex<VecDeque<(CatalogKey, Arc<Catalog>)>>,
+}
+
+impl Assembler {
+    /// An assembler with the default catalog cache.
+    pub fn new(config: ToolSearchConfig) -> Assembler {
+        Assembler::with_cache_capacity(config, DEFAULT_CATALOG_CACHE)
+    }
+
+    /// An assembler keeping at most `capacity` catalogs (0: rebuild every time).
+    pub fn with_cache_capacity(config: ToolSearchConfig, capacity: usize) -> Assembler {
+        Assembler {
+            config: Arc::new(config),
+            cache_capacity: capacity,
+            cache: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ToolSearchConfig {
+        &self.config
+    }
+
+    fn catalog(&self, snapshot: &RegistrySnapshot, scope: &Scope, defer: bool) -> Arc<Catalog> {
+        if self.cache_capacity == 0 {
+            return Arc::new(Catalog::build(snapshot, scope, &self.config, defer));
+        }
+        let key = CatalogKey {
+            registry_id: snapshot.registry_id(),
+            generation: snapshot.generation(),
+            scope: scope.cache_key(),
+            defer,
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = cache
+            .iter()
+            .position(|(k, _)| *k == key)
+            .and_then(|position| cache.remove(position))
+        {
+            let catalog = entry.1.clone();
+            cache.push_front(entry);
+            return catalog;
+        }
+        let catalog = Arc::new(Catalog::build(snapshot, scope, &self.config, defer));
+        cache.push_front((key, catalog.clone()));
+        cache.truncate(self.cache_capacity);
+        catalog
+    }
+
+    /// The listing budget for a session with `context_tokens` of context.
+    pub fn budget_tokens(&self, context_tokens: u64) -> u64 {
+        let by_share = context_tokens.saturating_mul(self.config.threshold_pct as u64) / 100;
+        match self.config.listing {
+            Switch::On => self.config.listing_max_tokens,
+            Switch::Auto | Switch::Off => by_share.min(self.config.listing_max_tokens),
+        }
+    }
+
+    /// Assembles what the model sees this turn.
+    pub fn assemble(
+        &self,
+        snapshot: &Arc<RegistrySnapshot>,
+        scope: &Scope,
+        context_tokens: u64,
+    ) -> Assembly {
+        let defer = self.config.enabled != Switch::Off;
+        let catalog = self.catalog(snapshot, scope, defer);
+        let budget_tokens = self.budget_tokens(context_tokens);
+        let bridge = match self.config.enabled {
+            Switch::Off => false,
+            Switch::On => true,
+            Switch::Auto => catalog.deferred_count() > 0,
+        };
+        let mut tools: Vec<Value> = catalog.eager().iter().map(|t| t.definition()).collect();
+        let deferred_chars = catalog.deferred_definition_chars();
+        let (tier, listing, search_description) = if !bridge {
+            (
+                Tier::Eager,
+                Listing::empty(&catalog, ListingForm::None),
+                None,
+            )
+        } else {
+            let listing = if self.config.listing == Switch::Off {
+                Listing::empty(&catalog, ListingForm::Off)
+            } else {
+                listing::plan(&catalog, budget_tokens)
+            };
+            let tier = if listing.lists_tools() {
+                Tier::Listed
+            } else {
+                Tier::Summarised
+            };
+            let description = search_description(&catalog, &listing);
+            tools.push(function_definition(
+                TOOL_SEARCH,
+                &description,
+                &bridge::search_schema(
+                    self.config.search_default_limit,
+                    self.config.max_search_limit,
+                ),
+            ));
+            tools.push(function_definition(
+                TOOL_DESCRIBE,
+                DESCRIBE_DESCRIPTION,
+                &bridge::describe_schema(),
+            ));
+            tools.push(function_definition(
+                TOOL_CALL,
+                CALL_DESCRIPTION,
+                &bridge::call_schema(),
+            ));
+            (tier, listing, Some(description))
+        };
+        Assembly {
+            snapshot: snapshot.clone(),
+            catalog,
+            config: self.config.clone(),
+            tier,
+            listing,
+            budget_tokens,
+            deferred_tokens: tokens::tokens_for_chars(deferred_chars),
+            tools,
+            search_description,
+        }
+    }
+}
+
+const DESCRIBE_DESCRIPTION: &str = "Return the full description and JSON input schema of a tool found with tool_search or named in its listing.";
+const CALL_DESCRIPTION: &str = "Call a tool found with tool_search or named in its listing, by exact name, with arguments matching its schema (see tool_describe).";
+
+fn search_description(catalog: &Catalog, listing: &Listing) -> String {
+    let n = catalog.deferred_count();
+    let servers = catalog.groups().len();
+    let mut text = format!(
+        "Search {n} deferred {} from {servers} {} that are not in your tool list. Returns matching tool names with descriptions; then use tool_describe for a tool's schema and tool_call to run it.",
+        if n == 1 { "tool" } else { "tools" },
+        if servers == 1 { "server" } else { "servers" },
+    );
+    if !listing.text.is_empty() {
+        text.push_str("\n\nDeferred tools by server:\n");
+        text.push_str(&listing.text);
+    }
+    text
+}
+
+/// What the model sees on one turn, and the bridge handlers that act on it.
+pub struct Assembly {
+    snapshot: Arc<RegistrySnapshot>,
+    catalog: Arc<Catalog>,
+    config: Arc<ToolSearchConfig>,
+    tier: Tier,
+    listing: Listing,
+    budget_tokens: u64,
+    deferred_tokens: u64,
+    tools: Vec<Value>,
+    search_description: Option<String>,
+}
+
+impl Assembly {
+    /// The tier.
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    /// The listing placed in the `tool_search` description.
+    pub fn listing(&self) -> &Listing {
+        &self.listing
+    }
+
+    /// The listing budget, in tokens.
+    pub fn budget_tokens(&self) -> u64 {
+        self.budget_tokens
+    }
+
+    /// Tokens the deferred tools' definitions would have cost.
+    pub fn deferred_tokens(&self) -> u64 {
+        self.deferred_tokens
+    }
+
+    /// The OpenAI-style tools array for the model.
+    pub fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// The catalog this assembly was built from.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The registry snapshot this assembly was built from.
+    pub fn snapshot(&self) -> &RegistrySnapshot {
+        &self.snapshot
+    }
+
+    /// The tool-search configuration.
+    pub fn config(&self) -> &ToolSearchConfig {
+        &self.config
+    }
+
+    /// Whether the bridge tools are in the tools array.
+    pub fn has_bridge(&self) -> bool {
+        self.search_description.is_some()
+    }
+
+    /// The schema of a bridge tool of this assembly.
+    pub fn bridge_schema(&self, name: &str) -> Option<Value> {
+        match name {
+            TOOL_SEARCH => Some(bridge::search_schema(
+                self.config.search_default_limit,
+                self.config.max_search_limit,
+            )),
+            TOOL_DESCRIBE => Some(bridge::describe_schema()),
+            TOOL_CALL => Some(bridge::call_schema()),
+            _ => None,
+        }
+    }
+
+    /// BM25 search of the deferred catalog; `limit` defaults to
+    /// `search_default_limit` and is clamped to `1..=max_search_limit`.
+    pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
+        self.catalog
+            .index()
+            .search(query, self.config.effective_limit(limit))
+    }
+
+    /// Search with any `limit` (not clamped to `max_search_limit`), for
+    /// evaluation.
+    pub fn search_unclamped(&self, query: &str, limit: usize) -> Vec<Scored> {
+        self.catalog.index().search(query, limit)
+    }
+
+    /// The assembly in the `quiver catalog assemble --json` shape.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "tier": self.tier,
+            "listing_form": self.listing.form,
+            "budget_tokens": self.budget_tokens,
+            "listing_tokens": self.listing.tokens,
+            "deferred_count": self.catalog.deferred_count(),
+            "deferred_tokens": self.deferred_tokens,
+            "servers": self.listing.groups,
+            "tools": self.tools,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
+    use serde_json::json;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec::new(
+            name,
+            format!("Does {name}."),
+            json!({"type": "object", "properties": {}}),
+        )
+    }
+
+    fn config(yaml: &str) -> ToolSearchConfig {
+        crate::settings::from_yaml(yaml)
+    }
+
+    fn names(assembly: &Assembly) -> Vec<String> {
+        assembly
+            .tools()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn tier_zero_without_deferrable_tools_sends_the_input() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(
+            ToolSource::Core,
+            vec![spec("write_file"), spec("read_file")],
+        );
+        let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Eager);
+        assert!(!assembly.has_bridge());
+        let snapshot = registry.snapshot();
+        let mut expected: Vec<Value> = snapshot.tools().map(|t| t.definition()).collect();
+        expected.sort_by(|a, b| {
+            a["function"]["name"]
+                .as_str()
+                .cmp(&b["function"]["name"].as_str())
+        });
+        assert_eq!(assembly.tools(), expected.as_slice());
+    }
+
+    #[test]
+    fn tier_zero_when_off() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search: false\n")).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Eager);
+        assert_eq!(names(&assembly), ["mcp_s_a", "mcp_s_b"]);
+        assert_eq!(assembly.to_json()["listing_form"], "none");
+    }
+
+    #[test]
+    fn tier_one_bridge_after_eager_tools() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Core, vec![spec("read_file")]);
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
+            &registry.snapshot(),
+            &Scope::all(),
+            100_000,
+        );
+        assert_eq!(assembly.tier(), Tier::Listed);
+        assert_eq!(
+            names(&assembly),
+            ["read_file", "tool_search", "tool_describe", "tool_call"]
+        );
+        let description = assembly.tools()[1]["function"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(description.starts_with("Search 2 deferred tools from 1 server"));
+        assert!(description.ends_with("s (2 tools):\n- mcp_s_a: Does a.\n- mcp_s_b: Does b.\n"));
+    }
+
+    #[test]
+    fn enabled_on_keeps_the_bridge_without_deferrable_tools() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Core, vec![spec("read_file")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search:\n    enabled: on\n"))
+            .assemble(&registry.snapshot(), &Scope::all(), 100_000);
+        assert!(assembly.has_bridge());
+        assert_eq!(
+            names(&assembly),
+            ["read_file", "tool_search", "tool_describe", "tool_call"]
+        );
+    }
+
+    #[test]
+    fn listing_off_leaves_only_the_count() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a")]);
+        let assembly = Assembler::new(config("tools:\n  tool_search:\n    listing: off\n"))
+            .assemble(&registry.snapshot(), &Scope::all(), 100_000);
+        assert_eq!(assembly.tier(), Tier::Summarised);
+        assert_eq!(assembly.listing().form, ListingForm::Off);
+        let description = assembly.tools()[0]["function"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(description.starts_with("Search 1 deferred tool from 1 server"));
+        assert!(!description.contains("mcp_s_a"));
+    }
+
+    #[test]
+    fn budget_is_the_smaller_of_share_and_cap() {
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        assert_eq!(assembler.budget_tokens(200_000), 10_000);
+        assert_eq!(assembler.budget_tokens(1_000_000), 20_000);
+        assert_eq!(assembler.budget_tokens(0), 0);
+        let on = Assembler::new(config(
+            "tools:\n  tool_search:\n    listing: on\n    listing_max_tokens: 3000\n",
+        ));
+        assert_eq!(on.budget_tokens(1_000), 3_000);
+    }
+
+    #[test]
+    fn same_tools_give_the_same_bytes_whatever_the_order() {
+        let forward = ToolRegistry::new();
+        forward.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("x"), spec("y")]);
+        forward.set_source_tools(ToolSource::Plugin("p".into()), vec![spec("q"), spec("r")]);
+        forward.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("z")]);
+        let backward = ToolRegistry::new();
+        backward.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("z")]);
+        backward.set_source_tools(ToolSource::Plugin("p".into()), vec![spec("r"), spec("q")]);
+        backward.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("y"), spec("x")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let bytes = |r: &ToolRegistry| {
+            serde_json::to_string(
+                assembler
+                    .assemble(&r.snapshot(), &Scope::all(), 50_000)
+                    .tools(),
+            )
+            .unwrap()
+        };
+        assert_eq!(bytes(&forward), bytes(&backward));
+    }
+
+    #[test]
+    fn a_change_shows_in_the_next_assembly_despite_the_cache() {
+        let registry = ToolRegistry::new();
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("alpha")]);
+        let first = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(first.search("alpha", None).len(), 1);
+        registry.set_source_tools(
+            ToolSource::Mcp("s".into()),
+            vec![spec("alpha"), spec("beta")],
+        );
+        let second = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(second.catalog().deferred_count(), 2);
+        assert_eq!(second.search("beta", None)[0].tool.name(), "mcp_s_beta");
+        registry.remove_source(&ToolSource::Mcp("s".into()));
+        let third = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert_eq!(third.tier(), Tier::Eager);
+        assert!(third.search("alpha", None).is_empty());
+    }
+
+    #[test]
+    fn scopes_get_their_own_catalogs() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("x")]);
+        registry.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("x")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let snapshot = registry.snapshot();
+        let only_a = assembler.assemble(&snapshot, &Scope::new(["mcp-a"]).unwrap(), 50_000);
+        let all = assembler.assemble(&snapshot, &Scope::all(), 50_000);
+        assert_eq!(only_a.catalog().deferred_count(), 1);
+        assert_eq!(all.catalog().deferred_count(), 2);
+        let hits: Vec<_> = only_a
+            .search("x", None)
+            .iter()
+            .map(|h| h.tool.name().to_owned())
+            .collect();
+        assert_eq!(hits, ["mcp_a_x"]);
+    }
+}

@@ -1,0 +1,30 @@
+//! What the model is sent for a turn: one session's [`catalog`] of eager
+//! and deferred tools, the token-budgeted [`listing`] of the deferred ones,
+//! the [`assembly`] (tier 0, 1 or 2, byte-identical for the same tools),
+//! the [`bridge`] tools `tool_search`, `tool_describe` and `tool_call`,
+//! the [`settings`] of `tools.tool_search`, and [`catalog_file`], the
+//! shared catalog format the CLI and benchmarks read.
+//!
+//! ```
+//! use quiver_catalog::{assembly::Assembler, settings::ToolSearchConfig};
+//! use quiver_tool::{registry::ToolRegistry, scope::Scope, tool::{ToolSource, ToolSpec}};
+//! use serde_json::json;
+//!
+//! let registry = ToolRegistry::new();
+//! registry.set_source_tools(
+//!     ToolSource::Mcp("github".into()),
+//!     vec![ToolSpec::new("create_issue", "Open a new issue", json!({"type": "object"}))],
+//! );
+//! let assembler = Assembler::new(ToolSearchConfig::default());
+//! let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 200_000);
+//! assert_eq!(assembly.tools().len(), 3); // the bridge stands in for the tool
+//! let hits = assembly.search("open issue", None);
+//! assert_eq!(hits[0].tool.name(), "mcp_github_create_issue");
+//! ```
+
+pub mod assembly;
+pub mod bridge;
+pub mod catalog;
+pub mod catalog_file;
+pub mod listing;
+pub mod settings;

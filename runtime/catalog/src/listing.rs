@@ -1,0 +1,593 @@
+//! The token-budgeted listing of the deferred catalog that goes into the
+//! `tool_search` description, and the choice of each group's form.
+//!
+//! Every group (one MCP server or one plugin) is shown in one of three forms:
+//!
+//! - full: a header line, then `- name: short description` per tool;
+//! - names: the header and the tool names on one line;
+//! - summary: one line with the group name and its tool count.
+//!
+//! The forms are chosen on every assembly so that the listing fits the
+//! budget and keeps, first, the most tools with descriptions and then the
+//! most tools named. Both steps are exact 0/1 knapsacks solved by dynamic
+//! programming over the number of tools: first which groups go full (the
+//! others at their summary line, the cheapest form), then, in what is left,
+//! which of the remaining groups get their names. When even the summary
+//! lines do not fit, the listing keeps as many of them as fit, in name
+//! order, and ends with `and N more servers`.
+//!
+//! Characters are additive, so each form's cost is computed without
+//! building text, and only the chosen forms are rendered.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, CatalogGroup};
+use quiver_tool::tokens;
+
+/// How one group appears in the listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupMode {
+    /// Every tool with its short description.
+    Full,
+    /// Every tool's name.
+    Names,
+    /// One line: the group and its tool count.
+    Summary,
+    /// Not shown (only counted in the `and N more servers` line, or the
+    /// listing is off).
+    Omitted,
+}
+
+/// The overall shape of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListingForm {
+    /// No listing: nothing is deferred.
+    None,
+    /// The listing is switched off in config.
+    Off,
+    /// Every group in full.
+    Full,
+    /// Every group names-only.
+    Names,
+    /// Some groups full, names-only or summarised.
+    Mixed,
+    /// Every group as a summary line (tier 2).
+    Summary,
+    /// Summary lines for some groups and an `and N more servers` line.
+    Truncated,
+}
+
+/// The chosen form of one group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupPlan {
+    /// Server or plugin name.
+    pub name: String,
+    /// Deferred tools in the group.
+    pub tools: usize,
+    /// How it is shown.
+    pub mode: GroupMode,
+}
+
+/// A rendered listing and how it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The exact text placed in the prompt.
+    pub text: String,
+    /// Its token count.
+    pub tokens: u64,
+    /// Per-group forms, in listing order.
+    pub groups: Vec<GroupPlan>,
+    /// The overall shape.
+    pub form: ListingForm,
+}
+
+impl Listing {
+    /// Whether any group is listed per tool (full or names): tier 1.
+    pub fn lists_tools(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|g| matches!(g.mode, GroupMode::Full | GroupMode::Names))
+    }
+
+    /// A listing that shows nothing, with every group marked `mode`.
+    pub fn empty(catalog: &Catalog, form: ListingForm) -> Listing {
+        Listing {
+            text: String::new(),
+            tokens: 0,
+            groups: catalog
+                .groups()
+                .iter()
+                .map(|g| GroupPlan {
+                    name: g.name().to_owned(),
+                    tools: g.tools().len(),
+                    mode: GroupMode::Omitted,
+                })
+                .collect(),
+            form,
+        }
+    }
+}
+
+fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
+}
+
+fn digits(n: usize) -> u64 {
+    n.to_string().len() as u64
+}
+
+fn chars(text: &str) -> u64 {
+    text.chars().count() as u64
+}
+
+/// `NAME (N tools):` — the header of the full and names forms, without the
+/// line end.
+fn header_chars(group: &CatalogGroup) -> u64 {
+    let n = group.tools().len();
+    chars(group.name()) + 2 + digits(n) + 1 + chars(plural(n, "tool", "tools")) + 2
+}
+
+/// Header line, then `- name: short description\n` per tool (`- name\n`
+/// when it has no description).
+fn full_chars(group: &CatalogGroup) -> u64 {
+    let totals = group.totals();
+    let n = group.tools().len() as u64;
+    header_chars(group)
+        + 1
+        + 3 * n
+        + totals.name_chars
+        + 2 * totals.described
+        + totals.short_description_chars
+}
+
+/// Header, a space, the names joined by `, `, a line end.
+fn names_chars(group: &CatalogGroup) -> u64 {
+    let n = group.tools().len() as u64;
+    header_chars(group) + 1 + group.totals().name_chars + 2 * n.saturating_sub(1) + 1
+}
+
+/// `NAME: N tools\n`
+fn summary_chars(group: &CatalogGroup) -> u64 {
+    let n = group.tools().len();
+    chars(group.name()) + 2 + digits(n) + 1 + chars(plural(n, "tool", "tools")) + 1
+}
+
+/// `and N more servers\n`
+fn more_chars(hidden: usize) -> u64 {
+    4 + digits(hidden) + 6 + chars(plural(hidden, "server", "servers")) + 1
+}
+
+fn render_header(out: &mut String, group: &CatalogGroup) {
+    let n = group.tools().len();
+    let _ = write!(
+        out,
+        "{} ({} {}):",
+        group.name(),
+        n,
+        plural(n, "tool", "tools")
+    );
+}
+
+fn render(out: &mut String, group: &CatalogGroup, mode: GroupMode) {
+    let n = group.tools().len();
+    match mode {
+        GroupMode::Full => {
+            render_header(out, group);
+            out.push('\n');
+            for tool in group.tools() {
+                out.push_str("- ");
+                out.push_str(tool.name());
+                if !tool.short_description().is_empty() {
+                    out.push_str(": ");
+                    out.push_str(tool.short_description());
+                }
+                out.push('\n');
+            }
+        }
+        GroupMode::Names => {
+            render_header(out, group);
+            out.push(' ');
+            for (i, tool) in group.tools().iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(tool.name());
+            }
+            out.push('\n');
+        }
+        GroupMode::Summary => {
+            let _ = writeln!(
+                out,
+                "{}: {} {}",
+                group.name(),
+                n,
+                plural(n, "tool", "tools")
+            );
+        }
+        GroupMode::Omitted => {}
+    }
+}
+
+/// Largest `value` table the exact knapsack may use before it falls back to
+/// a greedy choice by tools per character (only reachable with thousands of
+/// groups that each fit the budget).
+const MAX_KNAPSACK_CELLS: usize = 8_000_000;
+
+/// Picks items (weight, value) maximising total value within `capacity`;
+/// among equal values the lightest; deterministic. Returns chosen indices.
+fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
+    let candidates: Vec<usize> = (0..items.len())
+        .filter(|&i| items.get(i).is_some_and(|&(w, v)| w <= capacity && v > 0))
+        .collect();
+    let total_weight: u64 = candidates
+        .iter()
+        .filter_map(|&i| items.get(i))
+        .map(|i| i.0)
+        .sum();
+    if total_weight <= capacity {
+        return candidates;
+    }
+    // Upper bound on reachable value: the fractional relaxation.
+    let mut by_density = candidates.clone();
+    by_density.sort_by(|&a, &b| {
+        let (wa, va) = items.get(a).copied().unwrap_or_default();
+        let (wb, vb) = items.get(b).copied().unwrap_or_default();
+        // va/wa > vb/wb  <=>  va*wb > vb*wa (weights are positive here)
+        (vb as u128 * wa.max(1) as u128)
+            .cmp(&(va as u128 * wb.max(1) as u128))
+            .then(a.cmp(&b))
+    });
+    let mut room = capacity;
+    let mut bound = 0u64;
+    for &i in &by_density {
+        let (w, v) = items.get(i).copied().unwrap_or_default();
+        if w <= room {
+            room -= w;
+            bound += v;
+        } else {
+            bound += (v as u128 * room as u128 / w.max(1) as u128) as u64;
+            break;
+        }
+    }
+    let width = bound as usize + 1;
+    if width.saturating_mul(candidates.len()) > MAX_KNAPSACK_CELLS {
+        let mut room = capacity;
+        let mut chosen = Vec::new();
+        for &i in &by_density {
+            let (w, _) = items.get(i).copied().unwrap_or_default();
+            if w <= room {
+                room -= w;
+                chosen.push(i);
+            }
+        }
+        chosen.sort_unstable();
+        return chosen;
+    }
+    const UNREACHABLE: u64 = u64::MAX;
+    let mut best = vec![UNREACHABLE; width];
+    if let Some(first) = best.first_mut() {
+        *first = 0;
+    }
+    let mut took = vec![false; width * candidates.len()];
+    for (row, &i) in candidates.iter().enumerate() {
+        let (w, v) = items.get(i).copied().unwrap_or_default();
+        let v = v as usize;
+        for value in (v..width).rev() {
+            let Some(&from) = best.get(value - v) else {
+                continue;
+            };
+            if from == UNREACHABLE {
+                continue;
+            }
+            let weight = from + w;
+            if weight <= capacity && best.get(value).is_some_and(|&current| weight < current) {
+                best[value] = weight;
+                took[row * width + value] = true;
+            }
+        }
+    }
+    let Some(mut value) = (0..width)
+        .rev()
+        .find(|&v| best.get(v).is_some_and(|&w| w != UNREACHABLE))
+    else {
+        return Vec::new();
+    };
+    let mut chosen = Vec::new();
+    for (row, &i) in candidates.iter().enumerate().rev() {
+        if value > 0 && took.get(row * width + value).copied().unwrap_or(false) {
+            chosen.push(i);
+            value -= items.get(i).map_or(0, |&(_, v)| v as usize);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
+/// Chooses each group's form within `budget_tokens` and renders the listing.
+pub fn plan(catalog: &Catalog, budget_tokens: u64) -> Listing {
+    let groups = catalog.groups();
+    if groups.is_empty() {
+        return Listing::empty(catalog, ListingForm::None);
+    }
+    let capacity = tokens::chars_for_tokens(budget_tokens);
+    let summary: Vec<u64> = groups.iter().map(summary_chars).collect();
+    let base: u64 = summary.iter().sum();
+    let mut modes = vec![GroupMode::Summary; groups.len()];
+
+    if base > capacity {
+        // Tier 2, truncated: as many summary lines as fit, then the rest counted.
+        let mut used = 0u64;
+        let mut shown = 0usize;
+        for (i, &cost) in summary.iter().enumerate() {
+            let hidden_after = groups.len() - i - 1;
+            let tail = if hidden_after > 0 {
+                more_chars(hidden_after)
+            } else {
+                0
+            };
+            if used + cost + tail <= capacity {
+                used += cost;
+                shown = i + 1;
+            } else {
+                break;
+            }
+        }
+        // If no prefix fits with its tail line, fall back to the bare
+        // count line alone, and to nothing when even that does not fit.
+        if shown == 0 && more_chars(groups.len()) > capacity {
+            return finish(catalog, vec![GroupMode::Omitted; groups.len()], None);
+        }
+        for mode in modes.iter_mut().skip(shown) {
+            *mode = GroupMode::Omitted;
+        }
+        return finish(
+            catalog,
+            modes,
+            Some(groups.len() - shown).filter(|&h| h > 0),
+        );
+    }
+
+    let room = capacity - base;
+    let full_items: Vec<(u64, u64)> = groups
+        .iter()
+        .zip(&summary)
+        .map(|(g, &s)| (full_chars(g).saturating_sub(s), g.tools().len() as u64))
+        .collect();
+    let full = knapsack(&full_items, room);
+    let mut left = room;
+    for &i in &full {
+        if let (Some(mode), Some(&(w, _))) = (modes.get_mut(i), full_items.get(i)) {
+            *mode = GroupMode::Full;
+            left -= w;
+        }
+    }
+    let names_items: Vec<(u64, u64)> = groups
+        .iter()
+        .zip(&summary)
+        .zip(&modes)
+        .map(|((g, &s), mode)| {
+            if *mode == GroupMode::Full {
+                (u64::MAX, 0)
+            } else {
+                (names_chars(g).saturating_sub(s), g.tools().len() as u64)
+            }
+        })
+        .collect();
+    for i in knapsack(&names_items, left) {
+        if let Some(mode) = modes.get_mut(i) {
+            *mode = GroupMode::Names;
+        }
+    }
+    finish(catalog, modes, None)
+}
+
+fn finish(catalog: &Catalog, modes: Vec<GroupMode>, hidden: Option<usize>) -> Listing {
+    let groups = catalog.groups();
+    let mut text = String::new();
+    for (group, &mode) in groups.iter().zip(&modes) {
+        render(&mut text, group, mode);
+    }
+    if let Some(hidden) = hidden {
+        let _ = writeln!(
+            text,
+            "and {} more {}",
+            hidden,
+            plural(hidden, "server", "servers")
+        );
+    }
+    let all = |m: GroupMode| modes.iter().all(|&x| x == m);
+    let form = if hidden.is_some() || (all(GroupMode::Omitted) && !modes.is_empty()) {
+        ListingForm::Truncated
+    } else if all(GroupMode::Full) {
+        ListingForm::Full
+    } else if all(GroupMode::Names) {
+        ListingForm::Names
+    } else if all(GroupMode::Summary) {
+        ListingForm::Summary
+    } else {
+        ListingForm::Mixed
+    };
+    Listing {
+        tokens: tokens::count(&text),
+        text,
+        groups: groups
+            .iter()
+            .zip(modes)
+            .map(|(g, mode)| GroupPlan {
+                name: g.name().to_owned(),
+                tools: g.tools().len(),
+                mode,
+            })
+            .collect(),
+        form,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::ToolSearchConfig;
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::scope::Scope;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
+    use serde_json::json;
+
+    /// A catalog with servers of the given sizes; every tool has a
+    /// 40-character description.
+    fn catalog(servers: &[(&str, usize)]) -> Catalog {
+        let registry = ToolRegistry::new();
+        for &(server, n) in servers {
+            let specs = (0..n)
+                .map(|i| {
+                    ToolSpec::new(
+                        format!("tool{i:04}"),
+                        "d".repeat(40),
+                        json!({"type": "object"}),
+                    )
+                })
+                .collect();
+            registry.set_source_tools(ToolSource::Mcp(server.into()), specs);
+        }
+        Catalog::build(
+            &registry.snapshot(),
+            &Scope::all(),
+            &ToolSearchConfig::default(),
+            true,
+        )
+    }
+
+    fn modes(listing: &Listing) -> Vec<(String, GroupMode)> {
+        listing
+            .groups
+            .iter()
+            .map(|g| (g.name.clone(), g.mode))
+            .collect()
+    }
+
+    #[test]
+    fn computed_costs_equal_rendered_lengths() {
+        let catalog = catalog(&[("a", 1), ("bb", 12)]);
+        for group in catalog.groups() {
+            for (mode, cost) in [
+                (GroupMode::Full, full_chars(group)),
+                (GroupMode::Names, names_chars(group)),
+                (GroupMode::Summary, summary_chars(group)),
+            ] {
+                let mut text = String::new();
+                render(&mut text, group, mode);
+                assert_eq!(chars(&text), cost, "{mode:?} of {}", group.name());
+            }
+        }
+        assert_eq!(more_chars(1), chars("and 1 more server\n"));
+        assert_eq!(more_chars(12), chars("and 12 more servers\n"));
+    }
+
+    #[test]
+    fn everything_full_when_it_fits() {
+        let listing = plan(&catalog(&[("a", 3), ("b", 2)]), 20_000);
+        assert_eq!(listing.form, ListingForm::Full);
+        assert!(
+            listing
+                .text
+                .starts_with("a (3 tools):\n- mcp_a_tool0000: dddd")
+        );
+        assert!(listing.lists_tools());
+    }
+
+    #[test]
+    fn oversized_server_collapses_while_small_ones_stay_full() {
+        let catalog = catalog(&[("big", 3000), ("small1", 5), ("small2", 8)]);
+        let listing = plan(&catalog, 2_000);
+        assert!(listing.tokens <= 2_000);
+        assert_eq!(
+            modes(&listing),
+            [
+                ("big".to_owned(), GroupMode::Summary),
+                ("small1".to_owned(), GroupMode::Full),
+                ("small2".to_owned(), GroupMode::Full),
+            ]
+        );
+        assert_eq!(listing.form, ListingForm::Mixed);
+        assert!(listing.text.starts_with("big: 3000 tools\n"));
+    }
+
+    #[test]
+    fn names_fill_the_room_left_after_descriptions() {
+        // Full lines are ~60 chars, names ~16: a budget where one server
+        // fits in full and another only by name.
+        let catalog = catalog(&[("a", 20), ("b", 20)]);
+        let a = &catalog.groups()[0];
+        let budget_chars = full_chars(a) + names_chars(&catalog.groups()[1]);
+        let budget = budget_chars.div_ceil(4);
+        let listing = plan(&catalog, budget);
+        let got = modes(&listing);
+        assert!(
+            got.contains(&("a".to_owned(), GroupMode::Full))
+                || got.contains(&("b".to_owned(), GroupMode::Full))
+        );
+        assert!(got.iter().any(|(_, m)| *m == GroupMode::Names), "{got:?}");
+        assert!(listing.tokens <= budget);
+    }
+
+    #[test]
+    fn knapsack_is_exact_where_greedy_is_not() {
+        // Greedy by density takes item 0 (value 6 for 5) and then nothing
+        // fits; the best is items 1 and 2 (value 8 for 8).
+        let items = [(5, 6), (4, 4), (4, 4)];
+        assert_eq!(knapsack(&items, 8), vec![1, 2]);
+        assert_eq!(knapsack(&items, 100), vec![0, 1, 2]);
+        assert!(knapsack(&items, 3).is_empty());
+    }
+
+    #[test]
+    fn tier_two_summary_lines_then_truncation() {
+        let catalog = catalog(&[("a", 500), ("b", 500), ("c", 500)]);
+        let listing = plan(&catalog, 12);
+        assert_eq!(listing.form, ListingForm::Summary);
+        assert!(!listing.lists_tools());
+        assert_eq!(listing.text, "a: 500 tools\nb: 500 tools\nc: 500 tools\n");
+        let listing = plan(&catalog, 8);
+        assert_eq!(listing.form, ListingForm::Truncated);
+        assert_eq!(listing.text, "a: 500 tools\nand 2 more servers\n");
+        assert!(listing.tokens <= 8);
+        let listing = plan(&catalog, 1);
+        assert_eq!(listing.text, "");
+        assert_eq!(listing.tokens, 0);
+    }
+
+    #[test]
+    fn listing_never_exceeds_the_budget() {
+        let catalog = catalog(&[("a", 7), ("b", 30), ("c", 2), ("d", 90), ("e", 1)]);
+        for budget in (0..1_500).step_by(7) {
+            let listing = plan(&catalog, budget);
+            assert!(
+                listing.tokens <= budget,
+                "budget {budget}: {}",
+                listing.tokens
+            );
+            assert_eq!(listing.tokens, tokens::count(&listing.text));
+        }
+    }
+
+    #[test]
+    fn more_budget_never_lists_fewer_described_tools() {
+        let catalog = catalog(&[("a", 7), ("b", 30), ("c", 2), ("d", 90), ("e", 1)]);
+        let described = |l: &Listing| -> usize {
+            l.groups
+                .iter()
+                .filter(|g| g.mode == GroupMode::Full)
+                .map(|g| g.tools)
+                .sum()
+        };
+        let mut last = 0;
+        for budget in (0..3_000).step_by(11) {
+            let d = described(&plan(&catalog, budget));
+            assert!(d >= last, "budget {budget}: {d} < {last}");
+            last = d;
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! `quiver chat`: an interactive conversation with a configured model, in
+//! this process (the same tools, chain and state directory as the daemon).
+//! The activity feed is shown as it happens, with the real tool names, and
+//! calls that need approval are asked on the terminal. Sessions are stored
+//! like the daemon's: `--session ID` resumes one.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tokio::sync::broadcast::error::RecvError;
+
+use quiver_daemon::{Daemon, DaemonOptions, NewSession};
+use quiver_dispatch::approval::terminal::TerminalApprover;
+
+/// `quiver chat` arguments.
+#[derive(Args)]
+pub struct ChatArgs {
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Resume this stored session instead of starting a new one.
+    #[arg(long)]
+    session: Option<String>,
+    /// The model (a name under `models`; default: `default_model`).
+    #[arg(long)]
+    model: Option<String>,
+    /// Toolsets or tool globs granted to the new session (default: everything).
+    #[arg(long = "grant")]
+    grants: Vec<String>,
+    /// State directory, overriding `serve.state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
+}
+
+const HELP: &str =
+    "/tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
+
+/// Runs the conversation until `/quit` or the end of input.
+pub fn run(args: ChatArgs) -> Result<ExitCode> {
+    let mut config = crate::load_config(args.config.as_deref())?.config;
+    if let Some(dir) = &args.state_dir {
+        config.serve.state_dir = Some(dir.clone());
+    }
+    // One reader of the terminal: between turns its lines are messages;
+    // during a turn they answer approval prompts (through a pipe).
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (approval_input, approval_writer) =
+        std::io::pipe().context("cannot make a pipe for approval answers")?;
+    let approver =
+        TerminalApprover::new(std::io::BufReader::new(approval_input), std::io::stderr());
+    let asking = approver.asking();
+    // At a terminal, a line typed while no prompt waits answers nothing (a
+    // `y` typed ahead must not approve the next command); piped input is a
+    // script, and its lines answer the prompts in order.
+    let interactive = std::io::stdin().is_terminal();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = Daemon::start(
+            config,
+            DaemonOptions {
+                dev: args.dev,
+                approver: Some(Arc::new(approver)),
+                watch_plugins: true,
+            },
+        )
+        .await?;
+        let id = match args.session {
+            Some(id) => {
+                daemon.session(&id)?;
+                id
+            }
+            None => {
+                daemon
+                    .create_session(NewSession {
+                        grants: (!args.grants.is_empty()).then_some(args.grants),
+                        model: args.model,
+                        ..NewSession::default()
+                    })?
+                    .id
+            }
+        };
+        let live = daemon.session(&id)?;
+        eprintln!(
+            "session {id} with model {}; {HELP}",
+            live.record.model.as_deref().unwrap_or("(none)")
+        );
+        let mut events = live.session.subscribe();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => eprintln!("  · {}", event.render()),
+                    Err(RecvError::Lagged(skipped)) => {
+                        eprintln!(
+                            "  · ({skipped} activity events not shown: the terminal fell behind)"
+                        );
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+        let mut approval_writer = Some(approval_writer);
+        loop {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+            let Some(line) = lines.recv().await else {
+                break;
+            };
+            let text = line.trim();
+            match text {
+                "" => continue,
+                "/quit" | "/exit" => break,
+                "/session" => {
+                    eprintln!("{id}");
+                    continue;
+                }
+                "/tools" => {
+                    show_tools(&daemon, &id)?;
+                    continue;
+                }
+                _ => {}
+            }
+            let turn = daemon.run_turn(&id, text.to_owned());
+            tokio::pin!(turn);
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut turn => break outcome,
+                    line = lines.recv(), if approval_writer.is_some() => match line {
+                        Some(answer) if interactive && !asking.load(Ordering::SeqCst) => {
+                            eprintln!("(no approval is waiting; ignored: {answer})");
+                        }
+                        // A line typed during a turn answers the pending prompt.
+                        Some(answer) => {
+                            if let Some(writer) = approval_writer.as_mut() {
+                                let _ = writeln!(writer, "{answer}");
+                            }
+                        }
+                        // End of input: a waiting prompt reads its end too
+                        // (and denies) instead of waiting out its timeout.
+                        None => approval_writer = None,
+                    },
+                }
+            };
+            match outcome {
+                Ok(outcome) => {
+                    println!("{}", outcome.reply);
+                    if outcome.stop != quiver_agent::StopReason::Answer {
+                        eprintln!("(turn ended: {:?})", outcome.stop);
+                    }
+                }
+                Err(error) => eprintln!("error: {error}"),
+            }
+        }
+        daemon.shutdown().await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_tools(daemon: &Daemon, id: &str) -> Result<()> {
+    let live = daemon.session(id)?;
+    let assembly = daemon.assemble(&live.session, live.record.context_tokens);
+    eprintln!(
+        "tier {}: {} tools sent, {} deferred",
+        assembly.tier() as u8,
+        assembly.tools().len(),
+        assembly.catalog().deferred_count()
+    );
+    for tool in assembly.tools() {
+        if let Some(name) = tool["function"]["name"].as_str() {
+            eprintln!("  {name}");
+        }
+    }
+    Ok(())
+}

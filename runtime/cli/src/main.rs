@@ -1,0 +1,400 @@
+//! `quiver`: the command-line entry point.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use quiver_catalog::assembly::Assembler;
+use quiver_catalog::bridge::round_score;
+use quiver_catalog::catalog_file;
+use quiver_catalog::settings::SearchMode;
+use quiver_config::ConfigError;
+use quiver_daemon::config::{self, LoadedConfig};
+use quiver_search::eval;
+use quiver_tool::registry::ToolRegistry;
+use quiver_tool::scope::Scope;
+
+mod call_cli;
+mod chat_cli;
+mod example_server;
+mod plugin_cli;
+mod serve_cli;
+mod status_cli;
+
+#[derive(Parser)]
+#[command(
+    name = "quiver",
+    version,
+    about = "Agent runtime with progressive tool disclosure"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: the HTTP API and MCP gateway (or the gateway on stdio).
+    Serve(serve_cli::ServeArgs),
+    /// Talk to a configured model with the configured tools, in this terminal.
+    Chat(chat_cli::ChatArgs),
+    /// Check configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Assemble and search tool catalogs from catalog files.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Write, check and list `.so` tool plugins.
+    #[command(subcommand)]
+    Plugin(plugin_cli::PluginCommand),
+    /// Show the plugins, MCP servers and sessions (asking the running daemon, if any).
+    Status(status_cli::StatusArgs),
+    /// Run one tool call through the dispatch chain, as the daemon would.
+    Call(call_cli::CallArgs),
+    /// The example notes MCP server of the embedded default config (stdio).
+    ExampleMcpServer(example_server::ExampleServerArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file: prints warnings and errors, exits non-zero on error.
+    Check {
+        /// The quiver.yaml to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct CatalogSource {
+    /// Catalog file(s) in the shared catalog format; each server becomes an MCP server.
+    #[arg(long = "catalog", required = true)]
+    catalogs: Vec<PathBuf>,
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Print what the model would be sent for a session of the given context size.
+    Assemble {
+        #[command(flatten)]
+        source: CatalogSource,
+        /// The session's context window, in tokens.
+        #[arg(long)]
+        context_tokens: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Score tool_search on query sets with gold tools: recall@k, hit@k, MRR@10.
+    Eval {
+        /// Catalog file for every query set (default: each set's own `catalog`,
+        /// found next to its `queries/` directory).
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// Query-set file(s) in the shared `queries/` format.
+        #[arg(long = "queries", required = true)]
+        queries: Vec<PathBuf>,
+        /// Config file (default: the embedded default config).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Ranks counted for recall and hit.
+        #[arg(long, default_value_t = 5)]
+        k: usize,
+        /// Search mode, overriding the config's `mode`.
+        #[arg(long, value_parser = ["classic", "enhanced"])]
+        mode: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run tool_search queries against the catalog.
+    Search {
+        #[command(flatten)]
+        source: CatalogSource,
+        /// Matches per query (default: search_default_limit).
+        #[arg(long)]
+        limit: Option<i64>,
+        /// A file of queries, one JSON object {"query": ...} per line.
+        #[arg(long)]
+        queries: Option<PathBuf>,
+        /// Print one JSON line per query.
+        #[arg(long)]
+        json: bool,
+        /// The query (unless --queries is given).
+        query: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("QUIVER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve_cli::run(args),
+        Command::Chat(args) => chat_cli::run(args),
+        Command::ExampleMcpServer(args) => example_server::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
+        Command::Plugin(command) => plugin_cli::run(command),
+        Command::Status(args) => status_cli::run(args),
+        Command::Call(args) => call_cli::run(args),
+        Command::Catalog(CatalogCommand::Assemble {
+            source,
+            context_tokens,
+            json,
+        }) => {
+            let (assembler, registry) = load(&source)?;
+            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), context_tokens);
+            let mut out = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer(&mut out, &assembly.to_json())?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "tier {} ({:?}); {} deferred tools ({} tokens of definitions); listing {} of {} tokens",
+                    assembly.tier() as u8,
+                    assembly.listing().form,
+                    assembly.catalog().deferred_count(),
+                    assembly.deferred_tokens(),
+                    assembly.listing().tokens,
+                    assembly.budget_tokens()
+                )?;
+                for group in &assembly.listing().groups {
+                    writeln!(
+                        out,
+                        "  {:<32} {:>6} tools  {:?}",
+                        group.name, group.tools, group.mode
+                    )?;
+                }
+                if !assembly.listing().text.is_empty() {
+                    writeln!(out, "\n{}", assembly.listing().text)?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Catalog(CatalogCommand::Eval {
+            catalog,
+            queries,
+            config,
+            k,
+            mode,
+            json,
+        }) => {
+            catalog_eval(
+                catalog.as_deref(),
+                &queries,
+                config.as_deref(),
+                k,
+                mode.as_deref(),
+                json,
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Catalog(CatalogCommand::Search {
+            source,
+            limit,
+            queries,
+            json,
+            query,
+        }) => {
+            let queries = match (queries, query) {
+                (Some(file), None) => read_queries(&file)?,
+                (None, Some(query)) => vec![query],
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("give either a QUERY or --queries FILE, not both")
+                }
+                (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
+            };
+            let (assembler, registry) = load(&source)?;
+            // Search indexes the catalog as assembled for a large context;
+            // the context size does not change what is searchable.
+            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+            let mut out = std::io::stdout().lock();
+            for query in queries {
+                let hits = assembly.search(&query, limit);
+                if json {
+                    let matches: Vec<_> = hits
+                        .iter()
+                        .map(|h| {
+                            json!({
+                                "name": h.tool.name(),
+                                "server": h.tool.source().group(),
+                                "tool": h.tool.original_name(),
+                                "score": round_score(h.score),
+                            })
+                        })
+                        .collect();
+                    serde_json::to_writer(&mut out, &json!({"query": query, "matches": matches}))?;
+                    writeln!(out)?;
+                } else {
+                    writeln!(out, "{query}")?;
+                    for hit in &hits {
+                        writeln!(out, "  {:>9.4}  {}", hit.score, hit.tool.name())?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn catalog_eval(
+    catalog: Option<&Path>,
+    query_files: &[PathBuf],
+    config: Option<&Path>,
+    k: usize,
+    mode: Option<&str>,
+    json: bool,
+) -> Result<()> {
+    let mut search = load_config(config)?.config.tool_search;
+    match mode {
+        Some("classic") => search.mode = SearchMode::Classic,
+        Some("enhanced") => search.mode = SearchMode::Enhanced,
+        _ => {}
+    }
+    let assembler = Assembler::new(search);
+    let mut reports = Vec::new();
+    for file in query_files {
+        let set = eval::read_query_set(file)?;
+        let catalog_file = catalog
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| eval::catalog_path(file, &set));
+        let document = catalog_file::read(&catalog_file)?;
+        let registry = ToolRegistry::new();
+        catalog_file::register(&registry, std::slice::from_ref(&document));
+        let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+        let name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        reports.push(eval::evaluate(
+            &name,
+            |query, limit| assembly.search_unclamped(query, limit),
+            &set,
+            k,
+        ));
+    }
+    let (queries, recall, hit, mrr) = eval::overall(&reports);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let value = json!({
+            "k": k,
+            "mode": assembler.config().mode,
+            "sets": reports,
+            "overall": {"queries": queries, "recall": recall, "hit": hit, "mrr": mrr},
+        });
+        serde_json::to_writer(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "{:<20} {:>7} {:>9} {:>7} {:>7}",
+            "set",
+            "queries",
+            format!("recall@{k}"),
+            format!("hit@{k}"),
+            "MRR@10"
+        )?;
+        for r in &reports {
+            writeln!(
+                out,
+                "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
+                r.name, r.queries, r.recall, r.hit, r.mrr
+            )?;
+        }
+        writeln!(
+            out,
+            "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
+            "overall", queries, recall, hit, mrr
+        )?;
+    }
+    Ok(())
+}
+
+fn config_check(file: &Path) -> ExitCode {
+    match config::load_file(file) {
+        Ok(LoadedConfig { warnings, .. }) => {
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            println!("{}: ok", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+    let loaded = match path {
+        Some(path) => config::load_file(path)?,
+        None => config::embedded_default()?,
+    };
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loaded)
+}
+
+fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
+    let loaded = load_config(source.config.as_deref())?;
+    let mut documents = Vec::new();
+    for path in &source.catalogs {
+        documents.push(catalog_file::read(path)?);
+    }
+    let registry = ToolRegistry::new();
+    for entry in catalog_file::register(&registry, &documents) {
+        for refused in &entry.report.refused {
+            eprintln!(
+                "warning: {}: tool `{}` refused: {}",
+                entry.source.toolset(),
+                refused.name,
+                refused.reason
+            );
+        }
+    }
+    Ok((Assembler::new(loaded.config.tool_search), registry))
+}
+
+fn read_queries(path: &Path) -> Result<Vec<String>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut queries = Vec::new();
+    for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}:{}: not a JSON object", path.display(), number + 1))?;
+        let query = value
+            .get("query")
+            .and_then(|q| q.as_str())
+            .with_context(|| format!("{}:{}: no string `query` key", path.display(), number + 1))?;
+        queries.push(query.to_owned());
+    }
+    Ok(queries)
+}

@@ -1,0 +1,274 @@
+//! `quiver serve`: runs the daemon. Over HTTP (the API under `/v1` and the
+//! MCP gateway at `/mcp`, on loopback unless `--allow-non-loopback`), or
+//! as an MCP server on stdin/stdout with `--stdio` (for `claude mcp add`
+//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use rmcp::ServiceExt;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use quiver_daemon::config::Config;
+use quiver_daemon::gateway::{GatewayHandler, GatewayIdentity};
+use quiver_daemon::{Daemon, DaemonOptions, api, auth, locks};
+use quiver_dispatch::approval::DenyAll;
+
+/// The file in the state directory that tells other commands where a
+/// running daemon listens.
+pub const DAEMON_FILE: &str = "daemon.json";
+
+/// What [`DAEMON_FILE`] holds: where the running daemon listens, its
+/// process and its token file. Read leniently: a missing or malformed field
+/// reads as empty (`pid` 0), so a reader can say which part is wrong.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DaemonFile {
+    /// `http://ADDRESS:PORT`.
+    pub url: String,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// The bearer token's file.
+    pub token_file: String,
+}
+
+impl DaemonFile {
+    /// Its path in `state_dir`.
+    pub fn path(state_dir: &Path) -> PathBuf {
+        state_dir.join(DAEMON_FILE)
+    }
+
+    /// The file of `state_dir`; `None` when there is none.
+    pub fn read(state_dir: &Path) -> Option<DaemonFile> {
+        let text = std::fs::read_to_string(DaemonFile::path(state_dir)).ok()?;
+        Some(serde_json::from_str(&text).unwrap_or_default())
+    }
+
+    /// Writes it to `path` whole (a temporary file renamed over it).
+    fn write(&self, path: &Path) -> Result<()> {
+        let temporary = path.with_extension("json.tmp");
+        serde_json::to_string(self)
+            .map_err(std::io::Error::other)
+            .and_then(|body| std::fs::write(&temporary, body))
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// `quiver serve` arguments.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on, overriding `serve.listen` (port 0: any free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// State directory, overriding `serve.state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Allow listening on an address other than loopback.
+    #[arg(long)]
+    allow_non_loopback: bool,
+    /// Serve the MCP gateway on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+    /// With --stdio: toolsets or tool globs granted to the client (default: `gateway.grants`).
+    #[arg(long = "grant")]
+    grants: Vec<String>,
+    /// Relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
+}
+
+/// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let mut config = crate::load_config(args.config.as_deref())?.config;
+    if let Some(listen) = args.listen {
+        config.serve.listen = listen;
+    }
+    if let Some(dir) = &args.state_dir {
+        config.serve.state_dir = Some(dir.clone());
+    }
+    if !args.stdio && !config.serve.listen.ip().is_loopback() && !args.allow_non_loopback {
+        bail!(
+            "refusing to listen on {}: not a loopback address; pass --allow-non-loopback to accept connections from other machines",
+            config.serve.listen
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(async move {
+        if args.stdio {
+            serve_stdio(config, args.grants, args.dev).await
+        } else {
+            serve_http(config, args.allow_non_loopback, args.dev).await
+        }
+    });
+    // Connections a forced stop left open, or stdin's blocking reader, must
+    // not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<()> {
+    let grants = if grants.is_empty() {
+        config.gateway.grants.clone()
+    } else {
+        grants
+    };
+    // stdin and stdout carry the protocol: nobody can be asked.
+    let daemon = Daemon::start(
+        config,
+        DaemonOptions {
+            dev,
+            approver: Some(Arc::new(DenyAll)),
+            watch_plugins: true,
+        },
+    )
+    .await?;
+    let handler = GatewayHandler::fixed(
+        daemon.clone(),
+        GatewayIdentity {
+            client: api::STDIO_CLIENT.to_owned(),
+            grants,
+        },
+    );
+    let running = match handler.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running,
+        Err(error) => {
+            // The MCP servers this process started end with it.
+            daemon.shutdown().await;
+            return Err(anyhow::Error::new(error).context("MCP handshake on stdio failed"));
+        }
+    };
+    let outcome = running.waiting().await;
+    daemon.shutdown().await;
+    outcome.context("MCP session on stdio failed")?;
+    // stdin's blocking reader may still hold the runtime; the session is over.
+    std::process::exit(0);
+}
+
+async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
+    let listen = config.serve.listen;
+    let daemon = Daemon::start(
+        config,
+        DaemonOptions {
+            dev,
+            approver: None,
+            watch_plugins: true,
+        },
+    )
+    .await?;
+    // Whatever goes wrong from here, the MCP servers started are ended.
+    let served = serve_started(&daemon, listen, any_host).await;
+    daemon.shutdown().await;
+    served
+}
+
+/// Serves the started `daemon` on `listen` until a signal.
+async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
+    // One daemon per state directory: a second one would share its
+    // database and overwrite its `daemon.json`.
+    let lock_path = daemon.state_dir().join(locks::SERVE_LOCK);
+    let _serving = locks::try_lock_path(&lock_path)
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?
+        .with_context(|| {
+            let running = DaemonFile::read(daemon.state_dir())
+                .map(|d| {
+                    let url = if d.url.is_empty() { "?" } else { &d.url };
+                    format!(" (process {}, {url})", d.pid)
+                })
+                .unwrap_or_default();
+            format!(
+                "another quiver serve{running} uses the state directory {}; stop it, or give this one its own --state-dir",
+                daemon.state_dir().display()
+            )
+        })?;
+    let token = auth::load_or_create_token(daemon.state_dir())?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let address = listener.local_addr()?;
+    let url = format!("http://{address}");
+    let token_file = auth::token_path(daemon.state_dir());
+    let daemon_file = DaemonFile::path(daemon.state_dir());
+    DaemonFile {
+        url: url.clone(),
+        pid: std::process::id(),
+        token_file: token_file.display().to_string(),
+    }
+    .write(&daemon_file)?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "quiver listening on {url} (API {url}/v1, MCP gateway {url}/mcp); token in {}",
+            token_file.display()
+        )?;
+        out.flush()?;
+    }
+    let shutdown = CancellationToken::new();
+    let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signal.cancel();
+    });
+    let server = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
+    let served = tokio::select! {
+        served = server => served,
+        () = forced_stop(&shutdown) => Ok(()),
+    };
+    let _ = std::fs::remove_file(&daemon_file);
+    served.context("the HTTP server failed")
+}
+
+/// How long a stop waits for open requests (a running turn, say) before
+/// it ends them.
+const GRACEFUL_STOP: Duration = Duration::from_secs(10);
+
+/// Resolves when a graceful stop has gone on too long: a second signal, or
+/// [`GRACEFUL_STOP`] after the first.
+async fn forced_stop(shutdown: &CancellationToken) {
+    shutdown.cancelled().await;
+    tokio::select! {
+        () = wait_for_signal() => {
+            tracing::warn!("second signal: stopping without waiting for open requests");
+        }
+        () = tokio::time::sleep(GRACEFUL_STOP) => {
+            tracing::warn!(
+                seconds = GRACEFUL_STOP.as_secs(),
+                "open requests did not finish in time; stopping anyway"
+            );
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot watch SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

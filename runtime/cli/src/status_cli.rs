@@ -1,0 +1,275 @@
+//! `quiver status`: what the daemon has: plugins, MCP servers and
+//! sessions. When a daemon of this state directory is running, it is asked
+//! (`/v1/status`); otherwise the same runtime the daemon would start is
+//! started here (no watcher, no listener) for a few seconds and answers in
+//! the same shape.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::{Value, json};
+
+use quiver_daemon::{Daemon, DaemonOptions};
+use quiver_dispatch::approval::DenyAll;
+
+use crate::serve_cli::DaemonFile;
+
+/// `quiver status` arguments.
+#[derive(Args)]
+pub struct StatusArgs {
+    /// Config file (default: the embedded default config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// State directory, overriding `serve.state_dir`.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Longest wait for servers still on their first connection attempt, in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    wait_s: f64,
+    /// Print one JSON object per line: the daemon, then each MCP server,
+    /// plugin and session (`kind` tells which).
+    #[arg(long)]
+    json: bool,
+    /// Relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
+}
+
+/// Runs `quiver status`; exits non-zero when an enabled MCP server is not ready.
+pub fn run(args: StatusArgs) -> Result<ExitCode> {
+    let mut config = crate::load_config(args.config.as_deref())?.config;
+    if let Some(dir) = &args.state_dir {
+        config.serve.state_dir = Some(dir.clone());
+    }
+    let state_dir = config.serve.state_dir();
+    let wait = Duration::try_from_secs_f64(args.wait_s.max(0.0)).unwrap_or(Duration::ZERO);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let status = match runtime.block_on(ask_daemon(&state_dir)) {
+        DaemonAnswer::Status(status) => status,
+        DaemonAnswer::NoDaemon => runtime.block_on(local_status(config.clone(), wait, args.dev))?,
+        DaemonAnswer::Stale { file, pid } => {
+            eprintln!(
+                "note: {} names process {pid}, which is not running (a daemon that did not stop cleanly); showing what this process finds",
+                file.display()
+            );
+            runtime.block_on(local_status(config.clone(), wait, args.dev))?
+        }
+        DaemonAnswer::NoAnswer { file, pid, error } => {
+            // Starting a second copy of every MCP server beside a live
+            // daemon would hide the problem; say it instead.
+            anyhow::bail!(
+                "the daemon named by {} (process {pid}) is running but did not answer: {error} (if process {pid} is no Quiver daemon, remove that file)",
+                file.display()
+            );
+        }
+    };
+    print(&status, args.json)?;
+    let all_ok = status["mcp_servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|s| matches!(s["state"].as_str(), Some("ready" | "disabled")));
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What asking the daemon of a state directory gave.
+enum DaemonAnswer {
+    /// Its `/v1/status`.
+    Status(Value),
+    /// No `daemon.json`: no daemon runs on this state directory.
+    NoDaemon,
+    /// `daemon.json` names a process that is gone.
+    Stale { file: PathBuf, pid: u32 },
+    /// The process is alive but the request failed.
+    NoAnswer {
+        file: PathBuf,
+        pid: u32,
+        error: String,
+    },
+}
+
+/// Asks the daemon `daemon.json` names for its `/v1/status`.
+async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
+    let file = DaemonFile::path(state_dir);
+    let Some(daemon) = DaemonFile::read(state_dir) else {
+        return DaemonAnswer::NoDaemon;
+    };
+    let pid = daemon.pid;
+    if pid == 0 || !process_is_alive(pid) {
+        return DaemonAnswer::Stale { file, pid };
+    }
+    let no_answer = |error: String| DaemonAnswer::NoAnswer {
+        file: file.clone(),
+        pid,
+        error,
+    };
+    let (url, token_file) = (daemon.url.as_str(), daemon.token_file.as_str());
+    if url.is_empty() || token_file.is_empty() {
+        return no_answer("the file has no `url` or `token_file`".to_owned());
+    }
+    let token = match std::fs::read_to_string(token_file) {
+        Ok(token) => token,
+        Err(error) => {
+            return no_answer(format!("cannot read the token file {token_file}: {error}"));
+        }
+    };
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(client) => client,
+        Err(error) => return no_answer(error.to_string()),
+    };
+    let response = match client
+        .get(format!("{url}/v1/status"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+    {
+        Ok(response) => response,
+        Err(error) => return no_answer(format!("GET {url}/v1/status: {error}")),
+    };
+    let code = response.status();
+    if !code.is_success() {
+        return no_answer(format!("GET {url}/v1/status answered {code}"));
+    }
+    match response.json::<Value>().await {
+        Ok(mut status) => {
+            status["daemon"] = json!({"running": true, "url": url});
+            DaemonAnswer::Status(status)
+        }
+        Err(error) => no_answer(format!("GET {url}/v1/status: {error}")),
+    }
+}
+
+/// Whether process `pid` exists (ours or not).
+fn process_is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The status a daemon on this config would report, from the same runtime
+/// `quiver serve` starts (no watcher), after waiting up to `wait` for the
+/// MCP servers' first connections.
+async fn local_status(
+    config: quiver_daemon::config::Config,
+    wait: Duration,
+    dev: bool,
+) -> Result<Value> {
+    let daemon = Daemon::start(
+        config,
+        DaemonOptions {
+            dev,
+            approver: Some(Arc::new(DenyAll)),
+            watch_plugins: false,
+        },
+    )
+    .await?;
+    daemon.mcp().settle(wait).await;
+    let status = daemon.status();
+    daemon.shutdown().await;
+    let mut status = status?;
+    status["daemon"] = json!({"running": false});
+    Ok(status)
+}
+
+fn print(status: &Value, json_out: bool) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let list = |key: &str| status[key].as_array().cloned().unwrap_or_default();
+    if json_out {
+        let mut daemon = status["daemon"].clone();
+        daemon["kind"] = json!("daemon");
+        writeln!(out, "{daemon}")?;
+        let plugins = status["plugins"]["plugins"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (items, kind) in [
+            (list("mcp_servers"), "mcp_server"),
+            (plugins, "plugin"),
+            (list("sessions"), "session"),
+        ] {
+            for mut item in items {
+                item["kind"] = json!(kind);
+                writeln!(out, "{item}")?;
+            }
+        }
+        return Ok(());
+    }
+    match status["daemon"]["url"].as_str() {
+        Some(url) => writeln!(out, "daemon: running at {url}")?,
+        None => writeln!(out, "daemon: not running (showing a local check)")?,
+    }
+    let servers = list("mcp_servers");
+    if servers.is_empty() {
+        writeln!(out, "no MCP servers configured")?;
+    }
+    for server in &servers {
+        writeln!(
+            out,
+            "{:<24} {:<6} {:<11} {}",
+            server["name"].as_str().unwrap_or_default(),
+            server["transport"].as_str().unwrap_or_default(),
+            server["state"].as_str().unwrap_or_default(),
+            describe(server)
+        )?;
+    }
+    // `/v1/status` gives `plugins: {plugins: [...], loaded_generations}`.
+    let plugins = status["plugins"]["plugins"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    writeln!(out, "plugins: {}", plugins.len())?;
+    for plugin in &plugins {
+        let tools = plugin["tools"].as_array().map_or(0, Vec::len);
+        writeln!(
+            out,
+            "  {:<22} generation {:<4} {} tools  {}{}",
+            plugin["name"].as_str().unwrap_or("(not loaded)"),
+            plugin["generation"],
+            tools,
+            plugin["health"].as_str().unwrap_or_default(),
+            plugin["last_error"]
+                .as_str()
+                .map(|e| format!("  last error: {e}"))
+                .unwrap_or_default()
+        )?;
+    }
+    let sessions = list("sessions");
+    writeln!(out, "sessions: {}", sessions.len())?;
+    for session in &sessions {
+        writeln!(
+            out,
+            "  {:<24} {:<8} {:>5} messages  model {}  grants {}",
+            session["id"].as_str().unwrap_or_default(),
+            session["kind"].as_str().unwrap_or_default(),
+            session["messages"],
+            session["model"].as_str().unwrap_or("-"),
+            session["grants"]
+        )?;
+    }
+    Ok(())
+}
+
+/// The state in words, as `ServerState::describe` gives it.
+fn describe(server: &Value) -> String {
+    serde_json::from_value::<quiver_mcp::ServerState>(server.clone())
+        .map(|state| state.describe())
+        .unwrap_or_else(|_| server["state"].as_str().unwrap_or_default().to_owned())
+}

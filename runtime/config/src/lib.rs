@@ -1,0 +1,24 @@
+//! The foundation every settings section of `quiver.yaml` is built on:
+//! [`ConfigError`] and [`ConfigWarning`] (file, line, column, key and the
+//! allowed values), reading a document with its key path kept
+//! ([`read_document`]), clamped numbers ([`clamp`]), `${VAR}` expansion
+//! ([`expand_vars`]), and the path rules: every path made absolute once
+//! ([`paths::absolute`]), every directory Quiver creates private
+//! ([`paths::make_private_dir`]).
+//!
+//! Each crate owns its own section (raw shape, validation, allowed values);
+//! the daemon's root config composes them.
+
+mod document;
+mod error;
+pub mod paths;
+mod value;
+mod vars;
+
+pub use document::read_document;
+pub use error::{ConfigError, ConfigWarning};
+pub use value::{IntKey, Switch, clamp, invalid_at};
+pub use vars::expand_vars;
+
+/// A value as written in the file, with its line and column.
+pub use serde_saphyr::Spanned;

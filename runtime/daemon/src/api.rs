@@ -1,0 +1,834 @@
+//! The HTTP API (axum) and the Streamable HTTP MCP gateway on one
+//! listener. Every request needs `Authorization: Bearer TOKEN`: the
+//! daemon's token opens everything; a gateway client's token opens `/mcp`
+//! only, with its own grant. Errors are `{"error": code, "message"}`.
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /v1/health` | liveness, version, uptime |
+//! | `GET /v1/status` | plugins, MCP servers, models, sessions |
+//! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
+//! | `GET /v1/sessions/{id}` | a session and its messages |
+//! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome |
+//! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first) |
+//! | `GET /v1/sessions/{id}/catalog`, `GET /v1/catalog` | the assembled tools, tier and listing (`?context_tokens=`, `?grant=a,b`) |
+//! | `GET /v1/approvals`, `POST /v1/approvals/{id}` | pending approvals; `{decision: approve \| approve_for_session \| deny, reason?, digest?}` |
+//! | `GET/POST /v1/gateway/clients`, `DELETE /v1/gateway/clients/{name}` | MCP gateway clients with their own token and grant |
+//! | `/mcp` | the MCP gateway (Streamable HTTP) |
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::{Stream, StreamExt};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
+use super::gateway::{GatewayHandler, GatewayIdentity};
+use super::{Daemon, DaemonError, NewSession};
+use quiver_dispatch::Decision;
+use quiver_dispatch::approval::queue::AnswerError;
+use quiver_store::{EventRecord, Store, StoreError};
+use quiver_tool::scope::Scope;
+
+/// The name the daemon's own token has on the gateway.
+pub const ADMIN_CLIENT: &str = "daemon";
+
+/// The name `quiver serve --stdio`'s client has on the gateway.
+pub const STDIO_CLIENT: &str = "stdio";
+
+/// Client names the gateway uses itself; a gateway client may not take one
+/// (it would share that session).
+pub const RESERVED_CLIENTS: [&str; 2] = [ADMIN_CLIENT, STDIO_CLIENT];
+
+/// Stored events read from the log at a time by an event stream.
+const REPLAY_PAGE: usize = 1_000;
+
+#[derive(Clone)]
+struct ApiState {
+    daemon: Arc<Daemon>,
+    admin_digest: Arc<str>,
+    /// Fires when the server stops: open event streams end with it, so a
+    /// graceful shutdown does not wait on them forever.
+    shutdown: CancellationToken,
+}
+
+/// An API error: an HTTP status and `{"error": code, "message"}`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<DaemonError> for ApiError {
+    fn from(error: DaemonError) -> ApiError {
+        let status = match &error {
+            DaemonError::UnknownSession(_) => StatusCode::NOT_FOUND,
+            DaemonError::UnknownModel { .. }
+            | DaemonError::BadRequest(_)
+            | DaemonError::Scope(_)
+            | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
+            DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
+            DaemonError::TurnBusy(_)
+            | DaemonError::NoModel(_)
+            | DaemonError::NotAChat(_)
+            | DaemonError::GatewaySessionTaken { .. } => StatusCode::CONFLICT,
+            DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
+                StatusCode::BAD_GATEWAY
+            }
+            DaemonError::Store(StoreError::SessionExists(_))
+            | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, error.code(), error.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        DaemonError::from(error).into()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> ApiError {
+        ApiError::new(rejection.status(), "bad_request", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_query", rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_path", rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status,
+            Json(json!({"error": self.code, "message": self.message})),
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"quiver\""),
+            );
+        }
+        response
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The router: API under `/v1`, the MCP gateway at `/mcp`, all behind the
+/// bearer check. `any_host`: accept any `Host` header on `/mcp` (only when
+/// listening beyond loopback on purpose; the token still guards it).
+pub fn router(
+    daemon: Arc<Daemon>,
+    admin_token: &str,
+    any_host: bool,
+    shutdown: CancellationToken,
+) -> Router {
+    let state = ApiState {
+        daemon: daemon.clone(),
+        admin_digest: auth::digest(admin_token).into(),
+        shutdown: shutdown.clone(),
+    };
+    let mut mcp_config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_cancellation_token(shutdown);
+    if any_host {
+        mcp_config = mcp_config.disable_allowed_hosts();
+    }
+    let mcp: StreamableHttpService<GatewayHandler, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(GatewayHandler::http(daemon.clone())),
+            Default::default(),
+            mcp_config,
+        );
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/status", get(status))
+        .route("/v1/sessions", get(list_sessions).post(create_session))
+        .route("/v1/sessions/{id}", get(get_session))
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(post_message).get(get_messages),
+        )
+        .route("/v1/sessions/{id}/events", get(session_events))
+        .route("/v1/sessions/{id}/catalog", get(session_catalog))
+        .route("/v1/events", get(all_events))
+        .route("/v1/catalog", get(catalog))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}", post(answer_approval))
+        .route("/v1/gateway/clients", get(list_clients).post(create_client))
+        .route(
+            "/v1/gateway/clients/{name}",
+            axum::routing::delete(delete_client),
+        )
+        .nest_service("/mcp", mcp)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
+        .with_state(state)
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route {} {}", request.method(), request.uri().path()),
+    )
+}
+
+/// The bearer check: the daemon's token everywhere, a gateway client's
+/// token on `/mcp` only. Puts the caller (and on `/mcp` its
+/// [`GatewayIdentity`]) in the request's extensions.
+async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
+    let token = auth::bearer(
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let Some(token) = token else {
+        return ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send Authorization: Bearer TOKEN (the token is in the state directory's `token` file)",
+        )
+        .into_response();
+    };
+    let digest = auth::digest(token);
+    let caller = if digest == *state.admin_digest {
+        Caller::Admin
+    } else if token.starts_with(CLIENT_TOKEN_PREFIX) {
+        match state.daemon.store().gateway_client_by_token(&digest) {
+            Ok(Some(client)) => Caller::GatewayClient {
+                name: client.name,
+                grants: client.grants,
+            },
+            Ok(None) => return unauthorized(),
+            Err(error) => return ApiError::from(error).into_response(),
+        }
+    } else {
+        return unauthorized();
+    };
+    let on_gateway = request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/");
+    let identity = match (&caller, on_gateway) {
+        (Caller::Admin, _) => GatewayIdentity {
+            client: ADMIN_CLIENT.to_owned(),
+            grants: state.daemon.config().gateway.grants.clone(),
+        },
+        (Caller::GatewayClient { name, grants }, true) => GatewayIdentity {
+            client: name.clone(),
+            grants: grants.clone(),
+        },
+        (Caller::GatewayClient { name, .. }, false) => {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("gateway client `{name}`'s token opens /mcp only"),
+            )
+            .into_response();
+        }
+    };
+    request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(identity);
+    next.run(request).await
+}
+
+fn unauthorized() -> Response {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token").into_response()
+}
+
+async fn health(State(state): State<ApiState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "tools": state.daemon.registry().snapshot().len(),
+    }))
+}
+
+async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    Ok(Json(state.daemon.status()?))
+}
+
+async fn list_sessions(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"sessions": state.daemon.sessions()?})))
+}
+
+async fn create_session(
+    State(state): State<ApiState>,
+    body: Result<Json<NewSession>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(request) = body?;
+    let record = state.daemon.create_session(request)?;
+    Ok((StatusCode::CREATED, Json(json!(record))))
+}
+
+async fn get_session(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let messages = state.daemon.messages(&id)?;
+    let record = state.daemon.store().session(&id)?;
+    Ok(Json(json!({"session": record, "messages": messages})))
+}
+
+async fn get_messages(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    Ok(Json(json!({"messages": state.daemon.messages(&id)?})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostMessage {
+    content: String,
+}
+
+async fn post_message(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<PostMessage>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Json(message) = body?;
+    if message.content.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "`content` is empty",
+        ));
+    }
+    let outcome = state.daemon.run_turn(&id, message.content).await?;
+    Ok(Json(json!(outcome)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+}
+
+fn replay_from(query: &EventsQuery, headers: &HeaderMap) -> Option<i64> {
+    query.after.or_else(|| {
+        headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+async fn session_events(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
+    state.daemon.session(&id)?;
+    let after = replay_from(&query, &headers);
+    events_stream(&state.daemon, Some(id), after, state.shutdown.clone())
+}
+
+async fn all_events(
+    State(state): State<ApiState>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let Query(query) = query?;
+    let after = replay_from(&query, &headers);
+    events_stream(&state.daemon, None, after, state.shutdown.clone())
+}
+
+/// Where an event stream stands: the log to replay, then the live feed.
+/// Where a feed reads stored records: the store, in production.
+trait StoredRecords: Send + 'static {
+    /// Up to `limit` records after id `after`, oldest first.
+    fn after(
+        &self,
+        session: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+impl StoredRecords for Arc<Store> {
+    fn after(
+        &self,
+        session: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.events(session, after, limit)
+    }
+}
+
+/// One client's activity feed: stored records after its starting point,
+/// page by page, then live ones. When a page comes back full, or the live
+/// channel drops records because the client fell behind, it reads the
+/// store again from the last record sent (the persister stores a record
+/// before it is broadcast), so the stream has no gaps and no repeats.
+struct EventFeed<S> {
+    stored: S,
+    page_size: usize,
+    replay: std::vec::IntoIter<EventRecord>,
+    /// The store may hold records after `last` not yet sent.
+    more_stored: bool,
+    live: tokio::sync::broadcast::Receiver<Arc<EventRecord>>,
+    session: Option<String>,
+    /// The id of the last record sent (or where the feed started).
+    last: i64,
+}
+
+impl<S: StoredRecords> EventFeed<S> {
+    /// A feed from id `after`, or from the newest stored record `now` when
+    /// `after` is `None`; `live` must be subscribed before `now` is read.
+    fn new(
+        stored: S,
+        page_size: usize,
+        live: tokio::sync::broadcast::Receiver<Arc<EventRecord>>,
+        session: Option<String>,
+        after: Option<i64>,
+        now: i64,
+    ) -> Self {
+        EventFeed {
+            stored,
+            page_size,
+            replay: Vec::new().into_iter(),
+            more_stored: after.is_some(),
+            live,
+            session,
+            last: after.unwrap_or(now),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Arc<EventRecord>> {
+        loop {
+            if let Some(record) = self.replay.next() {
+                self.last = self.last.max(record.id);
+                return Some(Arc::new(record));
+            }
+            if self.more_stored {
+                match self
+                    .stored
+                    .after(self.session.as_deref(), self.last, self.page_size)
+                {
+                    Ok(page) => {
+                        self.more_stored = page.len() >= self.page_size;
+                        self.replay = page.into_iter();
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "an event stream could not read the log; going on live");
+                        self.more_stored = false;
+                    }
+                }
+                continue;
+            }
+            match self.live.recv().await {
+                Ok(record) => {
+                    let wanted = self.session.as_deref().is_none_or(|s| s == record.session);
+                    // Ids at or below `last` were sent from the store.
+                    if wanted && (record.id == 0 || record.id > self.last) {
+                        self.last = self.last.max(record.id);
+                        return Some(record);
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                    tracing::debug!(lost, "an event stream fell behind; reading the log");
+                    self.more_stored = true;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+fn sse_event(record: &EventRecord) -> SseEvent {
+    let event = SseEvent::default()
+        .event("activity")
+        .data(json!(record).to_string());
+    if record.id > 0 {
+        event.id(record.id.to_string())
+    } else {
+        event
+    }
+}
+
+/// Stored events after `after` (when given), then live ones, each once,
+/// as `event: activity` with the log id as the SSE id, until `shutdown`
+/// fires.
+fn events_stream(
+    daemon: &Daemon,
+    session: Option<String>,
+    after: Option<i64>,
+    shutdown: CancellationToken,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>> {
+    // Subscribed before reading the log, so nothing falls between the two.
+    let live = daemon.subscribe_records();
+    let now = match after {
+        Some(_) => 0,
+        None => daemon.store().last_event_id()?,
+    };
+    let feed = EventFeed::new(
+        daemon.store().clone(),
+        REPLAY_PAGE,
+        live,
+        session,
+        after,
+        now,
+    );
+    let stream = futures_util::stream::unfold(feed, |mut feed| async move {
+        let record = feed.next().await?;
+        Some((Ok(sse_event(&record)), feed))
+    })
+    .take_until(shutdown.cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CatalogQuery {
+    context_tokens: Option<u64>,
+    grant: Option<String>,
+}
+
+async fn session_catalog(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<CatalogQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
+    let live = state.daemon.session(&id)?;
+    let context = query.context_tokens.unwrap_or(live.record.context_tokens);
+    let assembly = state.daemon.assemble(&live.session, context);
+    let mut out = assembly.to_json();
+    out["session"] = json!(id);
+    out["listing"] = json!(assembly.listing().text);
+    Ok(Json(out))
+}
+
+async fn catalog(
+    State(state): State<ApiState>,
+    query: Result<Query<CatalogQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
+    let grants: Vec<String> = match &query.grant {
+        Some(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        None => vec!["*".to_owned()],
+    };
+    let scope = Scope::new(grants).map_err(DaemonError::from)?;
+    let context = query
+        .context_tokens
+        .unwrap_or(state.daemon.config().gateway.context_tokens);
+    let assembly = state.daemon.assemble_scope(&scope, context);
+    let mut out = assembly.to_json();
+    out["listing"] = json!(assembly.listing().text);
+    Ok(Json(out))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ApprovalsQuery {
+    session: Option<String>,
+}
+
+async fn list_approvals(
+    State(state): State<ApiState>,
+    query: Result<Query<ApprovalsQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
+    let pending: Vec<_> = state
+        .daemon
+        .approvals()
+        .pending()
+        .into_iter()
+        .filter(|p| {
+            query
+                .session
+                .as_deref()
+                .is_none_or(|s| s == p.request.session)
+        })
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "requested_ms": quiver_store::millis(p.requested_at),
+                "session": p.request.session,
+                "call_id": p.request.call_id,
+                "tool": p.request.tool,
+                "via_bridge": p.request.via_bridge,
+                "arguments": p.request.arguments,
+                "digest": p.request.digest,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"approvals": pending})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DecisionWord {
+    Approve,
+    ApproveForSession,
+    Deny,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    decision: DecisionWord,
+    reason: Option<String>,
+    digest: Option<String>,
+}
+
+async fn answer_approval(
+    State(state): State<ApiState>,
+    path: Result<Path<u64>, PathRejection>,
+    body: Result<Json<Answer>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Json(answer) = body?;
+    let decision = match answer.decision {
+        DecisionWord::Approve => Decision::Approve,
+        DecisionWord::ApproveForSession => Decision::ApproveForSession,
+        DecisionWord::Deny => Decision::Deny {
+            reason: answer
+                .reason
+                .unwrap_or_else(|| "denied through the API".to_owned()),
+        },
+    };
+    state
+        .daemon
+        .approvals()
+        .answer_checked(id, answer.digest.as_deref(), decision)
+        .map_err(|error| match error {
+            AnswerError::NotPending(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_pending", error.to_string())
+            }
+            AnswerError::DigestMismatch { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "digest_mismatch", error.to_string())
+            }
+        })?;
+    Ok(Json(json!({"id": id, "answered": true})))
+}
+
+async fn list_clients(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    Ok(Json(
+        json!({"clients": state.daemon.store().gateway_clients()?}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewClient {
+    name: String,
+    #[serde(alias = "toolsets")]
+    grants: Vec<String>,
+}
+
+async fn create_client(
+    State(state): State<ApiState>,
+    body: Result<Json<NewClient>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(client) = body?;
+    if !quiver_tool::naming::is_valid_plain_name(&client.name)
+        || RESERVED_CLIENTS.contains(&client.name.as_str())
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "client name `{}` is not valid: use 1 to 64 characters from [A-Za-z0-9_-], not {}",
+                client.name,
+                RESERVED_CLIENTS.map(|n| format!("`{n}`")).join(" or ")
+            ),
+        ));
+    }
+    Scope::new(client.grants.iter().cloned()).map_err(DaemonError::from)?;
+    let token = format!("{CLIENT_TOKEN_PREFIX}{}", auth::random_hex(32));
+    let stored = state.daemon.store().add_gateway_client(
+        &client.name,
+        &auth::digest(&token),
+        &client.grants,
+    )?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "name": stored.name,
+            "grants": stored.grants,
+            "created_ms": stored.created_ms,
+            "token": token,
+        })),
+    ))
+}
+
+async fn delete_client(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let Path(name) = path?;
+    if state.daemon.store().remove_gateway_client(&name)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_client",
+            format!("no gateway client `{name}`"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use quiver_dispatch::Status;
+
+    /// A log in memory, as the store keeps it.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<EventRecord>>>);
+
+    impl StoredRecords for Log {
+        fn after(
+            &self,
+            session: Option<&str>,
+            after: i64,
+            limit: usize,
+        ) -> Result<Vec<EventRecord>, StoreError> {
+            let log = self.0.lock().unwrap();
+            Ok(log
+                .iter()
+                .filter(|r| r.id > after && session.is_none_or(|s| s == r.session))
+                .take(limit)
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn record(id: i64, session: &str) -> EventRecord {
+        EventRecord {
+            id,
+            time_ms: 0,
+            session: session.into(),
+            call_id: id as u64,
+            tool: "echo".into(),
+            via_bridge: false,
+            arguments: json!({}),
+            status: Status::Ok,
+            duration_ms: 0,
+            detail: None,
+            line: String::new(),
+        }
+    }
+
+    /// Stores and broadcasts `record`, as the persister does.
+    fn persist(
+        log: &Log,
+        live: &tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+        record: EventRecord,
+    ) {
+        log.0.lock().unwrap().push(record.clone());
+        let _ = live.send(Arc::new(record));
+    }
+
+    async fn ids<S: StoredRecords>(feed: &mut EventFeed<S>, count: usize) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for _ in 0..count {
+            // A record the feed lost would leave it waiting: fail instead.
+            let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
+            let record = next.await.expect("the feed lost records").unwrap();
+            ids.push(record.id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_replay_longer_than_a_page_goes_on_page_by_page_then_live() {
+        let log = Log::default();
+        let (live, receiver) = tokio::sync::broadcast::channel(16);
+        for id in 1..=7 {
+            log.0
+                .lock()
+                .unwrap()
+                .push(record(id, if id % 2 == 0 { "a" } else { "b" }));
+        }
+        let mut feed = EventFeed::new(log.clone(), 3, receiver, None, Some(1), 0);
+        assert_eq!(ids(&mut feed, 6).await, [2, 3, 4, 5, 6, 7]);
+        persist(&log, &live, record(8, "a"));
+        assert_eq!(ids(&mut feed, 1).await, [8]);
+    }
+
+    #[tokio::test]
+    async fn a_feed_that_falls_behind_reads_the_log_and_repeats_nothing() {
+        let log = Log::default();
+        // Room for two records: a slow reader loses the rest from the channel.
+        let (live, receiver) = tokio::sync::broadcast::channel(2);
+        persist(&log, &live, record(1, "a"));
+        // Live only: it starts at the newest stored record.
+        let mut feed = EventFeed::new(log.clone(), 100, receiver, Some("a".into()), None, 1);
+        for id in 2..=9 {
+            persist(&log, &live, record(id, if id == 5 { "b" } else { "a" }));
+        }
+        assert_eq!(ids(&mut feed, 7).await, [2, 3, 4, 6, 7, 8, 9]);
+        persist(&log, &live, record(10, "a"));
+        assert_eq!(ids(&mut feed, 1).await, [10]);
+    }
+}

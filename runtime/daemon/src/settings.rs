@@ -1,0 +1,183 @@
+//! The `serve:` and `gateway:` sections of `quiver.yaml`: raw
+//! shapes (read by [`crate::config`], keeping line and column) and their
+//! validated forms.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use quiver_config::Spanned;
+use serde::Deserialize;
+
+use quiver_config::{ConfigError, ConfigWarning, clamp, invalid_at};
+
+/// Where `quiver serve` listens when `serve.listen` is not given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+
+/// The validated `serve` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The HTTP address (API and MCP gateway).
+    pub listen: SocketAddr,
+    /// Sessions, the token, the database and plugin copies live here.
+    /// `None`: `$XDG_STATE_HOME/quiver`, else `~/.local/state/quiver`,
+    /// else `quiver-UID` in the temp dir.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8765)),
+            state_dir: None,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Makes `state_dir` absolute against `base` (the config file's
+    /// directory).
+    pub fn resolve_relative_to(&mut self, base: &Path) {
+        if let Some(dir) = self.state_dir.as_mut() {
+            *dir = quiver_config::paths::absolute(base, dir);
+        }
+    }
+
+    /// The state directory, absolute: as configured (a `--state-dir` given
+    /// on the command line is relative to the current directory), else the
+    /// default. Everything written into `daemon.json` derives from it.
+    pub fn state_dir(&self) -> PathBuf {
+        let dir = self
+            .state_dir
+            .clone()
+            .unwrap_or_else(quiver_config::paths::default_state_dir);
+        quiver_config::paths::absolute(Path::new("."), &dir)
+    }
+}
+
+/// The validated `gateway` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// What the stdio gateway and the daemon's own token on `/mcp` are
+    /// granted (clients with their own token get their own grant).
+    pub grants: Vec<String>,
+    /// The context size the gateway assembles for, in tokens.
+    pub context_tokens: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            grants: vec!["*".to_owned()],
+            context_tokens: 200_000,
+        }
+    }
+}
+
+// ---- raw shapes ------------------------------------------------------------
+
+/// Serve as written, values with their line and column (see `validate`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawServe {
+    listen: Option<Spanned<String>>,
+    state_dir: Option<Spanned<String>>,
+}
+
+/// Gateway as written, values with their line and column (see `validate`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawGateway {
+    grants: Option<Vec<Spanned<String>>>,
+    context_tokens: Option<Spanned<i64>>,
+}
+
+/// What a key of these sections accepts, for error messages; `None` for
+/// keys of other sections.
+pub fn allowed_for(key: &str) -> Option<String> {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    let leaf = leaf.split('[').next().unwrap_or(leaf);
+    let section = key.split(['.', '[']).next().unwrap_or(key);
+    let text = match (section, leaf) {
+        ("serve", "serve") => "a map with keys listen, state_dir",
+        ("serve", "listen") => "an address and port, e.g. 127.0.0.1:8765",
+        ("serve", "state_dir") => "a directory path",
+        ("serve", _) => "keys listen, state_dir",
+        ("gateway", "gateway") => "a map with keys grants, context_tokens",
+        ("gateway", "grants") => "a list of toolset or tool-name globs, e.g. [core, \"mcp-*\"]",
+        ("gateway", "context_tokens") => "an integer from 1000 to 10000000",
+        ("gateway", _) => "keys grants, context_tokens",
+        _ => return None,
+    };
+    Some(text.to_owned())
+}
+
+fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
+    let allowed = allowed_for(&key).unwrap_or_default();
+    invalid_at(file, at, key, message, allowed)
+}
+
+/// Checks the raw section and builds its validated form; clamped values add warnings.
+pub fn validate_serve(raw: RawServe, file: &str) -> Result<ServeConfig, ConfigError> {
+    let defaults = ServeConfig::default();
+    let listen = match raw.listen {
+        None => defaults.listen,
+        Some(listen) => listen.value.parse().map_err(|_| {
+            invalid(
+                file,
+                &listen,
+                "serve.listen".into(),
+                format!("`{}` is not an address and port", listen.value),
+            )
+        })?,
+    };
+    let state_dir = match raw.state_dir {
+        Some(dir) if dir.value.trim().is_empty() => {
+            return Err(invalid(
+                file,
+                &dir,
+                "serve.state_dir".into(),
+                "empty directory path".into(),
+            ));
+        }
+        other => other.map(|d| PathBuf::from(d.value)),
+    };
+    Ok(ServeConfig { listen, state_dir })
+}
+
+/// Checks the raw section and builds its validated form; clamped values add warnings.
+pub fn validate_gateway(
+    raw: RawGateway,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<GatewayConfig, ConfigError> {
+    let defaults = GatewayConfig::default();
+    let grants = match raw.grants {
+        None => defaults.grants,
+        Some(grants) => {
+            let mut out = Vec::new();
+            for (index, grant) in grants.into_iter().enumerate() {
+                if let Err(e) = globset::Glob::new(&grant.value) {
+                    return Err(invalid(
+                        file,
+                        &grant,
+                        format!("gateway.grants[{index}]"),
+                        format!("`{}` is not a valid glob: {}", grant.value, e.kind()),
+                    ));
+                }
+                out.push(grant.value);
+            }
+            out
+        }
+    };
+    Ok(GatewayConfig {
+        grants,
+        context_tokens: clamp(
+            &raw.context_tokens,
+            "gateway.context_tokens",
+            (1000, 10_000_000),
+            defaults.context_tokens as i64,
+            file,
+            warnings,
+        ) as u64,
+    })
+}

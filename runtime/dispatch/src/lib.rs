@@ -1,0 +1,490 @@
+//! Dispatch: every tool call, direct or through `tool_call`, runs one chain
+//! of small composable layers, keyed on the real tool.
+//!
+//! ```text
+//! model call ──► Dispatcher::dispatch ──► unwrap tool_call (bridge::resolve_unchecked)
+//!                      │                     │ scope check (session)
+//!                      │ tool_search /        ▼
+//!                      │ tool_describe   pre-call hooks ─► guardrails ─► approval
+//!                      │ (no tool hooks)      ─► argument validation ─► post-call hooks
+//!                      ▼                      ─► result cap ─► execute (timeout)
+//!                 activity feed ◄──────────── status, duration, redacted arguments
+//! ```
+//!
+//! Each layer is its own module with the same shape: a `tower::Layer` that
+//! wraps an inner service, the `tower::Service` it produces, and the error
+//! it adds. The standard chain is composed with `tower::ServiceBuilder` in
+//! [`standard_chain`]; any other composition of the same layers (or of new
+//! ones) works the same way through [`Chain::new`].
+//!
+//! `tool_call` is unwrapped before the chain, so every layer sees the real
+//! tool name (exactly as registered) and its arguments, and `via_bridge`.
+
+pub mod approval;
+pub mod execute;
+pub mod feed;
+pub mod guardrail;
+pub mod hooks;
+pub mod session;
+pub mod settings;
+pub mod transform;
+pub mod validate;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+use tower::{Service, ServiceBuilder};
+
+use quiver_catalog::assembly::Assembly;
+use quiver_catalog::bridge::{self, BridgeError, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
+use quiver_tool::tool::Tool;
+
+pub use approval::{ApprovalError, ApprovalLayer, ApprovalPolicy, Approver, Decision};
+pub use execute::{ExecuteError, ExecuteService};
+pub use feed::{ActivityFeed, Event, Status};
+pub use guardrail::{GuardrailDenied, GuardrailLayer, Guardrails};
+pub use hooks::{HookRefused, Hooks, PostHooksLayer, PreHooksLayer};
+pub use quiver_tool::executor::{
+    BoxFuture, CoreTools, Executors, ResolvedCall, ToolError, ToolExecutor,
+};
+pub use session::{Session, SessionError};
+pub use transform::{ResultCapLayer, cut_result};
+pub use validate::{InvalidArguments, ValidationLayer};
+
+/// One call of a real tool, as every layer of the chain sees it.
+#[derive(Debug, Clone)]
+pub struct DispatchCall {
+    /// Unique within the process; ties the feed's events of one call together.
+    pub id: u64,
+    /// The calling session.
+    pub session: Arc<Session>,
+    /// The real tool, as registered.
+    pub tool: Arc<Tool>,
+    /// Its arguments: always a JSON object.
+    pub arguments: Value,
+    /// Whether the model reached the tool through `tool_call`.
+    pub via_bridge: bool,
+    /// When the call entered the dispatcher.
+    pub started: Instant,
+}
+
+impl DispatchCall {
+    /// A call of a resolved tool in `session`.
+    pub fn new(session: Arc<Session>, resolved: ResolvedCall) -> DispatchCall {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        DispatchCall {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            session,
+            tool: resolved.tool,
+            arguments: Value::Object(resolved.arguments),
+            via_bridge: resolved.via_bridge,
+            started: Instant::now(),
+        }
+    }
+
+    /// The real tool's exposed name.
+    pub fn tool_name(&self) -> &str {
+        self.tool.name()
+    }
+
+    /// Records an event of this call (arguments redacted) in its session's feed.
+    pub fn record(&self, status: Status, detail: Option<String>) {
+        let event = Event {
+            time: SystemTime::now(),
+            call_id: self.id,
+            session: self.session.id().to_owned(),
+            tool: self.tool.name().to_owned(),
+            via_bridge: self.via_bridge,
+            arguments: self.session.feed().redact(&self.arguments),
+            status,
+            duration: self.started.elapsed(),
+            detail,
+        };
+        self.session.record(event);
+    }
+}
+
+/// What a tool produced, after the chain's transforms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result for the model.
+    pub content: Value,
+    /// Whether the result cap cut it.
+    pub truncated: bool,
+}
+
+impl ToolOutput {
+    /// An uncut result.
+    pub fn new(content: Value) -> ToolOutput {
+        ToolOutput {
+            content,
+            truncated: false,
+        }
+    }
+}
+
+/// Why a call produced no result. Each layer adds its own variant.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DispatchError {
+    /// The call could not be resolved to a tool of this session (unknown,
+    /// not granted, bad arguments JSON, a bridge tool named, ...).
+    #[error(transparent)]
+    Resolve(#[from] BridgeError),
+    /// A pre-call hook refused the call.
+    #[error(transparent)]
+    Hook(#[from] HookRefused),
+    /// A guardrail rule denied the call.
+    #[error(transparent)]
+    Guardrail(#[from] GuardrailDenied),
+    /// Approval was denied or timed out.
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    /// The arguments do not match the tool's schema.
+    #[error(transparent)]
+    InvalidArguments(#[from] InvalidArguments),
+    /// The tool ran and failed, or timed out.
+    #[error(transparent)]
+    Execute(#[from] ExecuteError),
+}
+
+impl DispatchError {
+    /// A short stable code for the error kind.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DispatchError::Resolve(e) => e.code(),
+            DispatchError::Hook(_) => "refused_by_hook",
+            DispatchError::Guardrail(_) => "denied_by_guardrail",
+            DispatchError::Approval(e) => e.code(),
+            DispatchError::InvalidArguments(_) => "invalid_arguments",
+            DispatchError::Execute(e) => e.code(),
+        }
+    }
+
+    /// The feed status this error gives.
+    pub fn status(&self) -> Status {
+        match self {
+            DispatchError::Hook(_) | DispatchError::Guardrail(_) | DispatchError::Approval(_) => {
+                Status::Denied
+            }
+            DispatchError::Execute(ExecuteError::Timeout { .. }) => Status::TimedOut,
+            DispatchError::Resolve(_)
+            | DispatchError::InvalidArguments(_)
+            | DispatchError::Execute(_) => Status::Error,
+        }
+    }
+
+    /// The error as the JSON tool result the model receives.
+    pub fn to_json(&self) -> Value {
+        match self {
+            DispatchError::Resolve(e) => e.to_json(),
+            DispatchError::InvalidArguments(e) => e.to_json(),
+            other => json!({"error": other.code(), "message": other.to_string()}),
+        }
+    }
+}
+
+/// What the chain's services are: a [`DispatchCall`] in, a [`ToolOutput`]
+/// or a [`DispatchError`] out, always ready, cloneable, `Send`.
+pub trait ChainService:
+    Service<
+        DispatchCall,
+        Response = ToolOutput,
+        Error = DispatchError,
+        Future = BoxFuture<'static, Result<ToolOutput, DispatchError>>,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> ChainService for S where
+    S: Service<
+            DispatchCall,
+            Response = ToolOutput,
+            Error = DispatchError,
+            Future = BoxFuture<'static, Result<ToolOutput, DispatchError>>,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Waits until `service` is ready, then calls it (tower's contract).
+pub async fn ready_call<S: ChainService>(
+    mut service: S,
+    call: DispatchCall,
+) -> Result<ToolOutput, DispatchError> {
+    std::future::poll_fn(|cx| Service::poll_ready(&mut service, cx)).await?;
+    // Fully qualified: `ErasedChain::call` (on `&self`) would win otherwise.
+    Service::call(&mut service, call).await
+}
+
+trait ErasedChain: Send + Sync {
+    fn call(&self, call: DispatchCall) -> BoxFuture<'static, Result<ToolOutput, DispatchError>>;
+}
+
+impl<S: ChainService> ErasedChain for S {
+    fn call(&self, call: DispatchCall) -> BoxFuture<'static, Result<ToolOutput, DispatchError>> {
+        Box::pin(ready_call(self.clone(), call))
+    }
+}
+
+/// A composed chain, type-erased so that a [`Dispatcher`] can hold any
+/// composition. Cheap to clone; shared by every session.
+#[derive(Clone)]
+pub struct Chain {
+    inner: Arc<dyn ErasedChain>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain").finish_non_exhaustive()
+    }
+}
+
+impl Chain {
+    /// Wraps any composed service (e.g. from a `tower::ServiceBuilder`).
+    pub fn new<S: ChainService>(service: S) -> Chain {
+        Chain {
+            inner: Arc::new(service),
+        }
+    }
+
+    /// Runs one call through the chain.
+    pub fn call(
+        &self,
+        call: DispatchCall,
+    ) -> BoxFuture<'static, Result<ToolOutput, DispatchError>> {
+        self.inner.call(call)
+    }
+}
+
+impl Service<DispatchCall> for Chain {
+    type Response = ToolOutput;
+    type Error = DispatchError;
+    type Future = BoxFuture<'static, Result<ToolOutput, DispatchError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), DispatchError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: DispatchCall) -> Self::Future {
+        self.inner.call(call)
+    }
+}
+
+/// The parts of the standard chain.
+#[derive(Clone)]
+pub struct ChainParts {
+    /// Pre- and post-call hooks, by tool-name glob.
+    pub hooks: Arc<Hooks>,
+    /// Guardrail rules.
+    pub guardrails: Arc<Guardrails>,
+    /// Which tools need approval, and for how long to wait.
+    pub approval: Arc<ApprovalPolicy>,
+    /// Who approves.
+    pub approver: Arc<dyn Approver>,
+    /// Results longer than this (characters of JSON text) are cut.
+    pub max_result_chars: usize,
+    /// Longest a tool may run.
+    pub call_timeout: Duration,
+    /// Runs the real tool.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl ChainParts {
+    /// The parts as the `guardrails` and `approval` settings set them: the
+    /// guardrail rules, result cap and call timeout, the approval policy
+    /// (with `also_require`, the globs other sections add, such as
+    /// `run_command` when `core_tools.run_command.require_approval` is set),
+    /// and `approver` behind the `approval.auto_approve` globs. No hooks
+    /// (they are registered in code).
+    pub fn from_settings(
+        guardrails: &settings::GuardrailsConfig,
+        approval: &settings::ApprovalConfig,
+        also_require: Vec<String>,
+        approver: Arc<dyn Approver>,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<ChainParts, globset::Error> {
+        let approver: Arc<dyn Approver> = if approval.auto_approve.is_empty() {
+            approver
+        } else {
+            Arc::new(approval::rules::AutoApprove::new(
+                &approval.auto_approve,
+                approver,
+            )?)
+        };
+        let mut approval = approval.clone();
+        approval.require.extend(also_require);
+        Ok(ChainParts {
+            hooks: Arc::new(Hooks::new()),
+            guardrails: Arc::new(guardrails.guardrails()),
+            approval: Arc::new(approval.policy()?),
+            approver,
+            max_result_chars: guardrails.max_result_chars,
+            call_timeout: Duration::from_millis(guardrails.call_timeout_ms),
+            executor,
+        })
+    }
+}
+
+/// The standard chain, outermost first: pre-call hooks, guardrails,
+/// approval, argument validation, post-call hooks, result cap, execution
+/// with timeout.
+pub fn standard_chain(parts: ChainParts) -> Chain {
+    let service = ServiceBuilder::new()
+        .layer(PreHooksLayer::new(parts.hooks.clone()))
+        .layer(GuardrailLayer::new(parts.guardrails))
+        .layer(ApprovalLayer::new(parts.approval, parts.approver))
+        .layer(ValidationLayer::new())
+        .layer(PostHooksLayer::new(parts.hooks))
+        .layer(ResultCapLayer::new(parts.max_result_chars))
+        .service(ExecuteService::new(parts.executor, parts.call_timeout));
+    Chain::new(service)
+}
+
+/// The entry point for a session's tool calls: unwraps `tool_call`,
+/// answers `tool_search` and `tool_describe`, checks the session's scope,
+/// runs the chain and records everything in the session's feed.
+#[derive(Clone)]
+pub struct Dispatcher {
+    chain: Chain,
+    status: Option<Arc<dyn quiver_tool::status::McpStatusView>>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("chain", &self.chain)
+            .field("status", &self.status.is_some())
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher running `chain`.
+    pub fn new(chain: Chain) -> Dispatcher {
+        Dispatcher {
+            chain,
+            status: None,
+        }
+    }
+
+    /// Lets an empty `tool_search` result name the session's MCP servers
+    /// that are still connecting, failing or disabled.
+    pub fn with_mcp_status(
+        mut self,
+        status: Arc<dyn quiver_tool::status::McpStatusView>,
+    ) -> Dispatcher {
+        self.status = Some(status);
+        self
+    }
+
+    /// Handles the model's call of `name` with `arguments` in `session`,
+    /// against `assembly` (this turn's view, built with
+    /// [`Session::assemble`]). Returns the JSON result for the model: the
+    /// tool's result, or `{"error", "message", ...}`.
+    pub async fn dispatch(
+        &self,
+        session: &Arc<Session>,
+        assembly: &Assembly,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<Value, DispatchError> {
+        if assembly.has_bridge() && (name == TOOL_SEARCH || name == TOOL_DESCRIBE) {
+            let started = Instant::now();
+            let answer = match name {
+                TOOL_SEARCH => match &self.status {
+                    Some(status) => {
+                        let scoped = quiver_tool::status::ScopedStatus::new(
+                            status.as_ref(),
+                            session.scope(),
+                        );
+                        bridge::search_with_status(assembly, arguments, Some(&scoped))
+                    }
+                    None => bridge::search(assembly, arguments),
+                },
+                _ => bridge::describe(assembly, arguments),
+            };
+            let (status, detail) = match &answer {
+                Ok(_) => (Status::Ok, None),
+                Err(e) => (Status::Error, Some(e.to_string())),
+            };
+            session.record(Event {
+                time: SystemTime::now(),
+                call_id: 0,
+                session: session.id().to_owned(),
+                tool: name.to_owned(),
+                via_bridge: false,
+                arguments: session.feed().redact(arguments),
+                status,
+                duration: started.elapsed(),
+                detail,
+            });
+            return answer.map_err(DispatchError::from);
+        }
+        let via_bridge = name == TOOL_CALL && assembly.has_bridge();
+        let resolved = if via_bridge {
+            bridge::call_unchecked(assembly, arguments)
+        } else {
+            bridge::resolve_unchecked(assembly, name, Some(arguments), false)
+        };
+        let resolved = resolved.and_then(|r| {
+            if session.scope().allows(&r.tool) {
+                Ok(r)
+            } else {
+                Err(BridgeError::NotAvailable {
+                    name: r.tool.name().to_owned(),
+                })
+            }
+        });
+        match resolved {
+            Ok(resolved) => self
+                .run(DispatchCall::new(session.clone(), resolved))
+                .await
+                .map(|output| output.content),
+            Err(error) => {
+                let asked = if via_bridge {
+                    arguments
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or(TOOL_CALL)
+                } else {
+                    name
+                };
+                session.record(Event {
+                    time: SystemTime::now(),
+                    call_id: 0,
+                    session: session.id().to_owned(),
+                    tool: asked.to_owned(),
+                    via_bridge,
+                    arguments: Value::Null,
+                    status: Status::Error,
+                    duration: Duration::ZERO,
+                    detail: Some(error.to_string()),
+                });
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Runs an already resolved call through the chain and records its
+    /// outcome in the session's feed.
+    pub async fn run(&self, call: DispatchCall) -> Result<ToolOutput, DispatchError> {
+        let record = call.clone();
+        let result = self.chain.call(call).await;
+        match &result {
+            Ok(output) => record.record(
+                Status::Ok,
+                output.truncated.then(|| "result cut".to_owned()),
+            ),
+            Err(error) => record.record(error.status(), Some(error.to_string())),
+        }
+        result
+    }
+}

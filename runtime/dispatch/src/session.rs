@@ -1,0 +1,200 @@
+//! Sessions: a session holds its [`Scope`], its approvals "for this
+//! session" and its event stream. A subagent session gets a subset of its
+//! parent's grant; asking for more is an error, and at run time its scope
+//! is also narrowed to the parent's, so a tool that appears later in a
+//! toolset the parent lacks stays out of reach.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::broadcast;
+
+use super::feed::{ActivityFeed, Event};
+use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_tool::registry::RegistrySnapshot;
+use quiver_tool::scope::Scope;
+
+/// A session that cannot be created.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// A subagent asked for more than its parent has.
+    #[error("subagent `{child}` asks for `{grant}`, which session `{parent}` was not granted")]
+    BeyondParent {
+        /// The subagent's id.
+        child: String,
+        /// The parent's id.
+        parent: String,
+        /// The grant asked for.
+        grant: String,
+    },
+}
+
+/// One conversation (or subagent) and what it may see and call.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    parent: Option<String>,
+    scope: Scope,
+    feed: Arc<ActivityFeed>,
+    events: broadcast::Sender<Arc<Event>>,
+    approved_tools: Mutex<HashSet<String>>,
+}
+
+impl Session {
+    /// A top-level session with `scope`, publishing into `feed`.
+    pub fn new(id: impl Into<String>, scope: Scope, feed: Arc<ActivityFeed>) -> Arc<Session> {
+        let events = broadcast::channel(feed.capacity()).0;
+        Arc::new(Session {
+            id: id.into(),
+            parent: None,
+            scope,
+            feed,
+            events,
+            approved_tools: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// A subagent session granted `scope`, which must be within this
+    /// session's grant: each grant must be matched by one of the parent's
+    /// grants, or name a tool of `snapshot` that the parent may call; and
+    /// no tool of `snapshot` may be granted to the child but not the parent.
+    pub fn subagent(
+        self: &Arc<Session>,
+        id: impl Into<String>,
+        scope: Scope,
+        snapshot: &RegistrySnapshot,
+    ) -> Result<Arc<Session>, SessionError> {
+        let id = id.into();
+        let beyond = |grant: &str| SessionError::BeyondParent {
+            child: id.clone(),
+            parent: self.id.clone(),
+            grant: grant.to_owned(),
+        };
+        for grant in scope.grants() {
+            let literal = self.scope.grants_text(grant);
+            let named_tool = snapshot.get(grant).is_some_and(|t| self.scope.allows(t));
+            if !literal && !named_tool {
+                return Err(beyond(grant));
+            }
+        }
+        if let Some(tool) = snapshot
+            .tools()
+            .find(|t| scope.allows(t) && !self.scope.allows(t))
+        {
+            return Err(beyond(tool.name()));
+        }
+        Ok(self.restored_subagent(id, scope))
+    }
+
+    /// A subagent session granted `scope` that was checked by
+    /// [`Session::subagent`] when it was made (rebuilt from storage, say).
+    /// It is not checked again: the registry may differ now (an MCP server
+    /// still connecting), and a check against it would refuse a grant that
+    /// was valid. Its scope is still narrowed to this session's, so it
+    /// never reaches beyond it.
+    pub fn restored_subagent(
+        self: &Arc<Session>,
+        id: impl Into<String>,
+        scope: Scope,
+    ) -> Arc<Session> {
+        let events = broadcast::channel(self.feed.capacity()).0;
+        Arc::new(Session {
+            id: id.into(),
+            parent: Some(self.id.clone()),
+            scope: scope.narrowed_to(&self.scope),
+            feed: self.feed.clone(),
+            events,
+            approved_tools: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The parent session's id, for a subagent.
+    pub fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+
+    /// What this session may see and call.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The process-wide feed this session publishes into.
+    pub fn feed(&self) -> &ActivityFeed {
+        &self.feed
+    }
+
+    /// This session's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// Publishes an event to this session's stream and the process feed.
+    pub fn record(&self, event: Event) {
+        let event = Arc::new(event);
+        // No receiver is not an error: nobody is watching.
+        let _ = self.events.send(event.clone());
+        self.feed.publish(event);
+    }
+
+    /// This turn's view for this session: assembled under its scope.
+    pub fn assemble(
+        &self,
+        assembler: &Assembler,
+        snapshot: &Arc<RegistrySnapshot>,
+        context_tokens: u64,
+    ) -> Assembly {
+        assembler.assemble(snapshot, &self.scope, context_tokens)
+    }
+
+    /// Approves `tool` for the rest of this session (any arguments).
+    pub fn approve_for_session(&self, tool: &str) {
+        self.approved_tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tool.to_owned());
+    }
+
+    /// Whether `tool` was approved for this session.
+    pub fn is_approved_for_session(&self, tool: &str) -> bool {
+        self.approved_tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
+    use serde_json::json;
+
+    #[test]
+    fn subagents_get_at_most_their_parents_grant() {
+        let registry = ToolRegistry::new();
+        let spec = |n: &str| ToolSpec::new(n, "", json!({"type": "object"}));
+        registry.set_source_tools(ToolSource::Mcp("github".into()), vec![spec("a")]);
+        registry.set_source_tools(ToolSource::Mcp("gitlab".into()), vec![spec("b")]);
+        let snapshot = registry.snapshot();
+        let feed = Arc::new(ActivityFeed::default());
+        let parent = Session::new("p", Scope::new(["mcp-github"]).unwrap(), feed);
+        let child = parent
+            .subagent("c", Scope::new(["mcp_github_a"]).unwrap(), &snapshot)
+            .unwrap();
+        assert_eq!(child.parent(), Some("p"));
+        for grant in ["mcp-*", "mcp-gitlab", "*", "mcp_gitlab_b", "mcp-other"] {
+            assert!(
+                parent
+                    .subagent("c", Scope::new([grant]).unwrap(), &snapshot)
+                    .is_err(),
+                "{grant}"
+            );
+        }
+    }
+}

@@ -1,0 +1,559 @@
+//! The `mcp_servers:` section of `quiver.yaml`: the raw shape serde reads,
+//! its validation, and the validated [`McpServerConfig`] of each server.
+//!
+//! ```yaml
+//! mcp_servers:
+//!   github:
+//!     url: https://example.invalid/mcp
+//!     headers: {Authorization: "Bearer ${GITHUB_TOKEN}"}
+//!   time:
+//!     command: uvx
+//!     args: [mcp-server-time]
+//!     env: {TZ: UTC}
+//!     call_timeout_s: 10
+//!     tools: {include: ["get_*"], exclude: ["get_secret"]}
+//! ```
+//!
+//! `${VAR}` in `headers` and `env` values is replaced by the variable's
+//! value when the file is loaded; an unset variable is a config error that
+//! names the server and the key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use quiver_config::Spanned;
+use serde::Deserialize;
+
+use quiver_config::expand_vars;
+use quiver_config::{ConfigError, ConfigWarning, invalid_at};
+
+/// Keys a server entry accepts.
+pub const SERVER_KEYS: &str =
+    "command, args, env, cwd, url, headers, enabled, connect_timeout_s, call_timeout_s, tools";
+
+/// Default `connect_timeout_s`.
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 30;
+/// Default `call_timeout_s`.
+pub const DEFAULT_CALL_TIMEOUT_S: u64 = 60;
+/// Largest `connect_timeout_s` and `call_timeout_s`.
+pub const MAX_TIMEOUT_S: u64 = 3600;
+
+/// How to reach a server.
+#[derive(Clone, PartialEq, Eq)]
+pub enum McpTransportConfig {
+    /// A child process speaking MCP over its stdin and stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables added to the inherited environment (already expanded).
+        env: BTreeMap<String, String>,
+        /// Working directory (relative paths follow the config file).
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Headers sent with every request (already expanded).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl fmt::Debug for McpTransportConfig {
+    /// Values of `env` and `headers` may be secrets: only their names are shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            McpTransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            McpTransportConfig::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+impl McpTransportConfig {
+    /// `stdio` or `http`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpTransportConfig::Stdio { .. } => "stdio",
+            McpTransportConfig::Http { .. } => "http",
+        }
+    }
+}
+
+/// Which of a server's tools join the catalog: those matching an `include`
+/// glob (every tool when `include` is empty) and no `exclude` glob. Globs
+/// match the server's own tool names.
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// Globs of tool names to keep (empty: all).
+    pub include: Vec<String>,
+    /// Globs of tool names to drop.
+    pub exclude: Vec<String>,
+    include_set: GlobSet,
+    exclude_set: GlobSet,
+}
+
+impl PartialEq for ToolFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.include == other.include && self.exclude == other.exclude
+    }
+}
+
+impl ToolFilter {
+    /// A filter from glob patterns.
+    pub fn new(include: Vec<String>, exclude: Vec<String>) -> Result<ToolFilter, globset::Error> {
+        let build = |patterns: &[String]| -> Result<GlobSet, globset::Error> {
+            let mut builder = GlobSetBuilder::new();
+            for pattern in patterns {
+                builder.add(Glob::new(pattern)?);
+            }
+            builder.build()
+        };
+        Ok(ToolFilter {
+            include_set: build(&include)?,
+            exclude_set: build(&exclude)?,
+            include,
+            exclude,
+        })
+    }
+
+    /// Whether the tool called `name` on the server joins the catalog.
+    pub fn allows(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include_set.is_match(name))
+            && (self.exclude.is_empty() || !self.exclude_set.is_match(name))
+    }
+}
+
+/// One validated `mcp_servers` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    /// The configured name (`[A-Za-z0-9_-]`, 1 to 64 characters).
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransportConfig,
+    /// `false`: never started; shown as disabled.
+    pub enabled: bool,
+    /// Longest a connection attempt (spawn or connect, then initialize and
+    /// the first tool listing) may take.
+    pub connect_timeout: Duration,
+    /// Longest a tool call may take.
+    pub call_timeout: Duration,
+    /// Which tools join the catalog.
+    pub tools: ToolFilter,
+}
+
+impl McpServerConfig {
+    /// A stdio server with default settings.
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
+        McpServerConfig::with_transport(
+            name,
+            McpTransportConfig::Stdio {
+                command: command.into(),
+                args,
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+        )
+    }
+
+    /// A Streamable HTTP server with default settings.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServerConfig::with_transport(
+            name,
+            McpTransportConfig::Http {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            },
+        )
+    }
+
+    fn with_transport(name: impl Into<String>, transport: McpTransportConfig) -> Self {
+        McpServerConfig {
+            name: name.into(),
+            transport,
+            enabled: true,
+            connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
+            call_timeout: Duration::from_secs(DEFAULT_CALL_TIMEOUT_S),
+            tools: ToolFilter::default(),
+        }
+    }
+
+    /// A stdio command written as a relative path (`./NAME`, `bin/NAME`:
+    /// with a `/`, not a bare name looked up on `PATH`) becomes absolute
+    /// against `base`.
+    pub fn resolve_command(&mut self, base: &std::path::Path) {
+        if let McpTransportConfig::Stdio { command, .. } = &mut self.transport
+            && command.contains('/')
+            && !command.starts_with('/')
+        {
+            *command = quiver_config::paths::absolute(base, std::path::Path::new(command))
+                .to_string_lossy()
+                .into_owned();
+        }
+    }
+
+    /// Makes a stdio server's command path and `cwd` absolute against
+    /// `base` (the config file's directory).
+    pub fn resolve_relative_to(&mut self, base: &std::path::Path) {
+        self.resolve_command(base);
+        if let McpTransportConfig::Stdio { cwd: Some(cwd), .. } = &mut self.transport {
+            *cwd = quiver_config::paths::absolute(base, cwd);
+        }
+    }
+}
+
+// ---- raw shape -----------------------------------------------------------
+
+/// McpServer as written, values with their line and column (see `validate`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpServer {
+    command: Option<Spanned<String>>,
+    args: Option<Vec<Spanned<String>>>,
+    env: Option<BTreeMap<String, Spanned<String>>>,
+    cwd: Option<Spanned<String>>,
+    url: Option<Spanned<String>>,
+    headers: Option<BTreeMap<String, Spanned<String>>>,
+    enabled: Option<bool>,
+    connect_timeout_s: Option<Spanned<i64>>,
+    call_timeout_s: Option<Spanned<i64>>,
+    tools: Option<RawToolFilter>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToolFilter {
+    include: Option<Vec<Spanned<String>>>,
+    exclude: Option<Vec<Spanned<String>>>,
+}
+
+/// The raw section: server name to entry, with the entry's position.
+pub type RawMcpServers = BTreeMap<String, Spanned<RawMcpServer>>;
+
+/// What a `mcp_servers` key accepts, for error messages.
+pub fn allowed_for(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    let leaf = parts
+        .get(2)
+        .map(|l| l.split('[').next().unwrap_or(l))
+        .unwrap_or("");
+    match (parts.len(), leaf) {
+        (1, _) => "a map of server name to {command, args, env, cwd} or {url, headers}".into(),
+        (2, _) => format!("a map with keys {SERVER_KEYS}"),
+        (_, "command") => "a program name or path".into(),
+        (_, "args") => "a list of strings".into(),
+        (_, "env") => "a map of variable name to value (${VAR} is expanded)".into(),
+        (_, "cwd") => "a directory path".into(),
+        (_, "url") => "an http:// or https:// URL".into(),
+        (_, "headers") => "a map of header name to value (${VAR} is expanded)".into(),
+        (_, "enabled") => "true, false".into(),
+        (_, "connect_timeout_s") | (_, "call_timeout_s") => {
+            format!("an integer from 1 to {MAX_TIMEOUT_S}")
+        }
+        (_, "tools") if parts.len() > 3 => "a list of tool-name globs".into(),
+        (_, "tools") => "a map with keys include, exclude (lists of tool-name globs)".into(),
+        _ => format!("keys {SERVER_KEYS}"),
+    }
+}
+
+// ---- validation ------------------------------------------------------------
+
+struct Ctx<'a> {
+    file: &'a str,
+    server: &'a str,
+}
+
+impl Ctx<'_> {
+    fn error<T>(&self, at: &Spanned<T>, key: &str, message: String) -> ConfigError {
+        let key = if key.is_empty() {
+            format!("mcp_servers.{}", self.server)
+        } else {
+            format!("mcp_servers.{}.{key}", self.server)
+        };
+        let allowed = allowed_for(&key);
+        invalid_at(self.file, at, key, message, allowed)
+    }
+}
+
+/// Whether `name` is a valid server name.
+pub fn is_valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn timeout(
+    ctx: &Ctx<'_>,
+    raw: &Option<Spanned<i64>>,
+    key: &str,
+    default: u64,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Duration {
+    let used = quiver_config::clamp(
+        raw,
+        &format!("mcp_servers.{}.{key}", ctx.server),
+        (1, MAX_TIMEOUT_S as i64),
+        default as i64,
+        ctx.file,
+        warnings,
+    );
+    Duration::from_secs(used as u64)
+}
+
+fn expanded_map(
+    ctx: &Ctx<'_>,
+    raw: Option<BTreeMap<String, Spanned<String>>>,
+    key: &str,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (name, value) in raw.unwrap_or_default() {
+        let expanded = expand_vars(&value.value, env_lookup)
+            .map_err(|message| ctx.error(&value, &format!("{key}.{name}"), message))?;
+        out.insert(name, expanded);
+    }
+    Ok(out)
+}
+
+fn globs(
+    ctx: &Ctx<'_>,
+    raw: Option<Vec<Spanned<String>>>,
+    key: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for (index, pattern) in raw.unwrap_or_default().into_iter().enumerate() {
+        if let Err(error) = Glob::new(&pattern.value) {
+            return Err(ctx.error(
+                &pattern,
+                &format!("tools.{key}[{index}]"),
+                format!("`{}` is not a valid glob: {}", pattern.value, error.kind()),
+            ));
+        }
+        out.push(pattern.value);
+    }
+    Ok(out)
+}
+
+/// Validates the raw `mcp_servers` section.
+pub fn validate(
+    raw: RawMcpServers,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<BTreeMap<String, McpServerConfig>, ConfigError> {
+    let mut servers = BTreeMap::new();
+    for (name, entry) in raw {
+        let ctx = Ctx {
+            file,
+            server: &name,
+        };
+        if !is_valid_server_name(&name) {
+            return Err(ctx
+                .error(&entry, "", format!("`{name}` is not a valid server name"))
+                .with_allowed("1 to 64 characters from [A-Za-z0-9_-]"));
+        }
+        let at = &entry;
+        let raw = &entry.value;
+        let transport = match (&raw.command, &raw.url) {
+            (Some(_), Some(url)) => {
+                return Err(ctx.error(
+                    url,
+                    "url",
+                    "a server has either `command` (stdio) or `url` (Streamable HTTP), not both"
+                        .into(),
+                ));
+            }
+            (None, None) => {
+                return Err(ctx.error(
+                    at,
+                    "",
+                    "the server needs `command` (stdio) or `url` (Streamable HTTP)".into(),
+                ));
+            }
+            (Some(command), None) => {
+                if let Some((header, value)) = raw.headers.as_ref().and_then(|h| h.iter().next()) {
+                    return Err(ctx.error(
+                        value,
+                        &format!("headers.{header}"),
+                        "`headers` is for `url` servers; a `command` server takes `env`".into(),
+                    ));
+                }
+                if command.value.trim().is_empty() {
+                    return Err(ctx.error(command, "command", "empty command".into()));
+                }
+                McpTransportConfig::Stdio {
+                    command: command.value.clone(),
+                    args: raw.args.iter().flatten().map(|a| a.value.clone()).collect(),
+                    env: BTreeMap::new(),
+                    cwd: raw.cwd.as_ref().map(|c| PathBuf::from(&c.value)),
+                }
+            }
+            (None, Some(url)) => {
+                let stdio_only = [
+                    ("args", raw.args.as_ref().and_then(|a| a.first())),
+                    ("cwd", raw.cwd.as_ref()),
+                    ("env", raw.env.as_ref().and_then(|e| e.values().next())),
+                ];
+                if let Some((key, Some(value))) = stdio_only.iter().find(|(_, v)| v.is_some()) {
+                    return Err(ctx.error(
+                        *value,
+                        key,
+                        format!("`{key}` is for `command` servers; a `url` server takes `headers`"),
+                    ));
+                }
+                let lower = url.value.to_ascii_lowercase();
+                if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+                    return Err(ctx.error(
+                        url,
+                        "url",
+                        format!("`{}` is not an http:// or https:// URL", url.value),
+                    ));
+                }
+                McpTransportConfig::Http {
+                    url: url.value.clone(),
+                    headers: BTreeMap::new(),
+                }
+            }
+        };
+        let transport = match transport {
+            McpTransportConfig::Stdio {
+                command, args, cwd, ..
+            } => McpTransportConfig::Stdio {
+                command,
+                args,
+                cwd,
+                env: expanded_map(&ctx, entry.value.env.clone(), "env")?,
+            },
+            McpTransportConfig::Http { url, .. } => {
+                let headers = expanded_map(&ctx, entry.value.headers.clone(), "headers")?;
+                McpTransportConfig::Http { url, headers }
+            }
+        };
+        let raw = entry.value;
+        let (include, exclude) = match raw.tools {
+            Some(filter) => (
+                globs(&ctx, filter.include, "include")?,
+                globs(&ctx, filter.exclude, "exclude")?,
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let tools = ToolFilter::new(include, exclude).map_err(|error| ConfigError::Invalid {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            key: format!("mcp_servers.{name}.tools"),
+            message: error.to_string(),
+            allowed: allowed_for("mcp_servers.x.tools"),
+        })?;
+        let server = McpServerConfig {
+            transport,
+            enabled: raw.enabled.unwrap_or(true),
+            connect_timeout: timeout(
+                &ctx,
+                &raw.connect_timeout_s,
+                "connect_timeout_s",
+                DEFAULT_CONNECT_TIMEOUT_S,
+                warnings,
+            ),
+            call_timeout: timeout(
+                &ctx,
+                &raw.call_timeout_s,
+                "call_timeout_s",
+                DEFAULT_CALL_TIMEOUT_S,
+                warnings,
+            ),
+            tools,
+            name: name.clone(),
+        };
+        servers.insert(name, server);
+    }
+    Ok(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_variables() {
+        let lookup = |name: &str| (name == "TOKEN").then(|| "s3cret".to_owned());
+        assert_eq!(
+            expand_vars("Bearer ${TOKEN}", lookup).unwrap(),
+            "Bearer s3cret"
+        );
+        assert_eq!(
+            expand_vars("a $b ${TOKEN}$", lookup).unwrap(),
+            "a $b s3cret$"
+        );
+        assert!(
+            expand_vars("${MISSING}", lookup)
+                .unwrap_err()
+                .contains("`MISSING` is not set")
+        );
+        assert!(
+            expand_vars("${TOKEN", lookup)
+                .unwrap_err()
+                .contains("unterminated")
+        );
+        assert!(expand_vars("${}", lookup).is_err());
+        assert!(expand_vars("${1X}", lookup).is_err());
+    }
+
+    #[test]
+    fn tool_filter_includes_then_excludes() {
+        let all = ToolFilter::default();
+        assert!(all.allows("anything"));
+        let filter = ToolFilter::new(vec!["get_*".into()], vec!["get_secret".into()]).unwrap();
+        assert!(filter.allows("get_time"));
+        assert!(!filter.allows("get_secret"));
+        assert!(!filter.allows("set_time"));
+        let exclude_only = ToolFilter::new(vec![], vec!["crash".into()]).unwrap();
+        assert!(exclude_only.allows("echo"));
+        assert!(!exclude_only.allows("crash"));
+    }
+
+    #[test]
+    fn debug_hides_secret_values() {
+        let mut headers = BTreeMap::new();
+        headers.insert("Authorization".to_owned(), "Bearer s3cret".to_owned());
+        let transport = McpTransportConfig::Http {
+            url: "http://127.0.0.1/mcp".into(),
+            headers,
+        };
+        let text = format!("{transport:?}");
+        assert!(
+            text.contains("Authorization") && !text.contains("s3cret"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn server_names_are_checked() {
+        assert!(is_valid_server_name("github-2_x"));
+        assert!(!is_valid_server_name("my server"));
+        assert!(!is_valid_server_name(""));
+    }
+}

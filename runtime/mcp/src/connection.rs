@@ -1,0 +1,286 @@
+//! One live rmcp client session with a server: connecting over the
+//! configured transport, the client handler that hears
+//! `notifications/tools/list_changed`, tool listing with pagination,
+//! filtering and schema normalisation, and what the server says it is for.
+
+use std::sync::Arc;
+
+#[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
+use rmcp::ServiceExt;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ServerPeerInfo};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
+use tokio::sync::Notify;
+
+use super::McpError;
+use super::config::{McpServerConfig, McpTransportConfig};
+use super::schema::{SchemaOutcome, normalise};
+#[cfg(feature = "mcp-stdio")]
+use quiver_process::ProcessGroup;
+use quiver_tool::tool::ToolSpec;
+
+/// The client side of a session: answers the server's requests with rmcp's
+/// defaults and wakes the supervisor on `notifications/tools/list_changed`.
+pub struct QuiverClient {
+    server: String,
+    list_changed: Arc<Notify>,
+}
+
+impl QuiverClient {
+    /// A handler for `server` that signals `list_changed`.
+    pub fn new(server: impl Into<String>, list_changed: Arc<Notify>) -> QuiverClient {
+        QuiverClient {
+            server: server.into(),
+            list_changed,
+        }
+    }
+}
+
+impl ClientHandler for QuiverClient {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "tools/list_changed received");
+        // A stored permit coalesces a burst of notifications into one refresh.
+        self.list_changed.notify_one();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("quiver", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A connected session.
+pub struct Connection {
+    /// The rmcp service; ends when the transport closes.
+    pub running: RunningService<RoleClient, QuiverClient>,
+    /// The stdio child's process group (`None` for HTTP).
+    #[cfg(feature = "mcp-stdio")]
+    pub group: Option<ProcessGroup>,
+}
+
+impl Connection {
+    /// The peer for requests (cheap to clone).
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.running.peer().clone()
+    }
+}
+
+#[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
+fn connect_error(server: &str, error: impl std::fmt::Display) -> McpError {
+    McpError::Connect {
+        server: server.to_owned(),
+        detail: error.to_string(),
+    }
+}
+
+/// Opens the transport and runs the MCP handshake (no timeout here: the
+/// supervisor bounds the whole attempt by `connect_timeout_s`).
+pub async fn connect(
+    config: &McpServerConfig,
+    list_changed: Arc<Notify>,
+) -> Result<Connection, McpError> {
+    let server = config.name.as_str();
+    let client = QuiverClient::new(server, list_changed);
+    match &config.transport {
+        McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
+        McpTransportConfig::Http { url, headers } => {
+            connect_http(server, url, headers, client).await
+        }
+    }
+}
+
+#[cfg(feature = "mcp-stdio")]
+async fn connect_stdio(
+    config: &McpServerConfig,
+    client: QuiverClient,
+) -> Result<Connection, McpError> {
+    let server = config.name.as_str();
+    let (transport, group) = super::stdio::spawn(server, &config.transport)?;
+    // If the handshake fails, `group` is dropped here and kills the child.
+    let running = client
+        .serve(transport)
+        .await
+        .map_err(|e| connect_error(server, e))?;
+    Ok(Connection {
+        running,
+        group: Some(group),
+    })
+}
+
+#[cfg(not(feature = "mcp-stdio"))]
+async fn connect_stdio(
+    config: &McpServerConfig,
+    _client: QuiverClient,
+) -> Result<Connection, McpError> {
+    Err(McpError::Unsupported {
+        server: config.name.clone(),
+        transport: "stdio",
+        feature: "mcp-stdio",
+    })
+}
+
+#[cfg(feature = "mcp-http")]
+async fn connect_http(
+    server: &str,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    client: QuiverClient,
+) -> Result<Connection, McpError> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let header = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| connect_error(server, format!("header `{name}`: {e}")))?;
+        let mut value = http::HeaderValue::from_str(value)
+            .map_err(|e| connect_error(server, format!("header `{name}`: {e}")))?;
+        value.set_sensitive(true);
+        custom.insert(header, value);
+    }
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom),
+    );
+    let running = client
+        .serve(transport)
+        .await
+        .map_err(|e| connect_error(server, e))?;
+    Ok(Connection {
+        running,
+        #[cfg(feature = "mcp-stdio")]
+        group: None,
+    })
+}
+
+#[cfg(not(feature = "mcp-http"))]
+async fn connect_http(
+    server: &str,
+    _url: &str,
+    _headers: &std::collections::BTreeMap<String, String>,
+    _client: QuiverClient,
+) -> Result<Connection, McpError> {
+    Err(McpError::Unsupported {
+        server: server.to_owned(),
+        transport: "http",
+        feature: "mcp-http",
+    })
+}
+
+/// Lists every tool of the server (following `nextCursor`), keeps those the
+/// filter allows and normalises their schemas; tools whose schema cannot be
+/// used are skipped with a warning naming the server and the tool.
+/// Descriptions are kept whole.
+pub async fn list_tools(
+    config: &McpServerConfig,
+    peer: &Peer<RoleClient>,
+) -> Result<Vec<ToolSpec>, McpError> {
+    let server = config.name.as_str();
+    let tools = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| McpError::ListTools {
+            server: server.to_owned(),
+            detail: e.to_string(),
+        })?;
+    let mut specs = Vec::with_capacity(tools.len());
+    for tool in tools {
+        let name = tool.name.as_ref();
+        if !config.tools.allows(name) {
+            tracing::debug!(
+                server,
+                tool = name,
+                "tool left out by mcp_servers.{server}.tools"
+            );
+            continue;
+        }
+        let schema = match normalise(&tool.input_schema) {
+            SchemaOutcome::Kept(schema) => schema,
+            SchemaOutcome::Normalised(schema, change) => {
+                tracing::warn!(server, tool = name, "{change}");
+                schema
+            }
+            SchemaOutcome::Skipped(reason) => {
+                tracing::warn!(server, tool = name, "tool skipped: {reason}");
+                continue;
+            }
+        };
+        let description = tool.description.as_deref().unwrap_or_default();
+        specs.push(ToolSpec::new(name, description, schema));
+    }
+    Ok(specs)
+}
+
+/// Longest server description kept for search, in characters: enough for
+/// a server's title, description and usual `instructions`, while a server
+/// that sends a manual there cannot grow the index without bound.
+pub const MAX_SERVER_DESCRIPTION_CHARS: usize = 4_000;
+
+/// What a server says it is for, from its initialize result: the title,
+/// description and `instructions`, in that order, each once, cut at
+/// [`MAX_SERVER_DESCRIPTION_CHARS`]. Empty when it says nothing. Tool
+/// search uses it as server context; it is never sent to the model.
+pub fn server_description(info: &ServerPeerInfo) -> String {
+    let implementation = info.server_info.as_ref();
+    let parts = [
+        implementation.and_then(|i| i.title.as_deref()),
+        implementation.and_then(|i| i.description.as_deref()),
+        info.instructions.as_deref(),
+    ];
+    let mut text = String::new();
+    for part in parts.into_iter().flatten().map(str::trim) {
+        if part.is_empty() || text.contains(part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(part);
+    }
+    match text.char_indices().nth(MAX_SERVER_DESCRIPTION_CHARS) {
+        Some((cut, _)) => text[..cut].to_owned(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod description_tests {
+    use rmcp::model::{ProtocolVersion, ServerCapabilities};
+
+    use super::*;
+
+    fn info(
+        title: Option<&str>,
+        description: Option<&str>,
+        instructions: Option<&str>,
+    ) -> ServerPeerInfo {
+        let mut implementation = Implementation::new("srv", "1.0");
+        implementation.title = title.map(str::to_owned);
+        implementation.description = description.map(str::to_owned);
+        let mut info =
+            ServerPeerInfo::new(ProtocolVersion::default(), ServerCapabilities::default())
+                .with_server_info(implementation);
+        info.instructions = instructions.map(str::to_owned);
+        info
+    }
+
+    #[test]
+    fn title_description_and_instructions_are_joined_once() {
+        let text = server_description(&info(
+            Some("Harbour charts"),
+            Some(" Tides and charts for sailors "),
+            Some("Tides and charts for sailors"),
+        ));
+        assert_eq!(text, "Harbour charts\nTides and charts for sailors");
+        assert_eq!(server_description(&info(None, None, None)), "");
+        assert_eq!(server_description(&info(None, None, Some("  "))), "");
+    }
+
+    #[test]
+    fn long_instructions_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_SERVER_DESCRIPTION_CHARS + 10);
+        let text = server_description(&info(None, None, Some(&long)));
+        assert_eq!(text.chars().count(), MAX_SERVER_DESCRIPTION_CHARS);
+    }
+}

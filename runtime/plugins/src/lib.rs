@@ -1,0 +1,169 @@
+//! `.so` tool plugins: checked, copied, loaded as generations, hot-reloaded
+//! under a directory watcher, and called on a blocking pool.
+//!
+//! - [`files`]: what a file must pass before it is opened (stable size, ELF
+//!   magic, sha256, pin, ownership and permissions);
+//! - [`abi`]: opening a file with abi_stable, the layout and ABI-version
+//!   checks, and the manifest checks;
+//! - [`generation`]: one loaded copy of a plugin, never unloaded;
+//! - [`host`]: the live plugins, their tools in the registry, and calls;
+//! - [`watcher`]: the notify watcher that reloads plugins as files change.
+//!
+//! Loaded code is never unloaded (unloading Rust code is unsound as soon as
+//! it has handed out a `'static` or spawned a thread): every generation
+//! keeps its private copy mapped, roughly the size of the `.so`, until the
+//! process exits; past `plugins.reload_warn_after` loads the host warns.
+
+use std::path::PathBuf;
+
+pub mod abi;
+pub mod executor;
+pub mod files;
+pub mod generation;
+pub mod host;
+pub mod settings;
+pub mod watcher;
+
+pub use executor::PluginExecutor;
+pub use generation::Generation;
+pub use host::{
+    Health, PluginCallError, PluginHost, PluginHostOptions, PluginStatus, ReloadOutcome,
+};
+pub use watcher::PluginWatcher;
+
+/// Why a plugin file was not loaded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file or a directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file changed size between two checks (still being written).
+    #[error(
+        "{path}: the file is still changing ({first} then {second} bytes); write it elsewhere and rename it into the directory"
+    )]
+    NotStable {
+        /// The file.
+        path: PathBuf,
+        /// Size at the first check.
+        first: u64,
+        /// Size at the second check.
+        second: u64,
+    },
+    /// The file does not start with the ELF magic number.
+    #[error("{path}: not an ELF shared object (no ELF magic number)")]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The ELF headers point past the end of the file (truncated) or are
+    /// not those of a shared object for this machine.
+    #[error("{path}: not a loadable shared object: {detail}")]
+    BadElf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The file or its directory could be changed by another user.
+    #[error(
+        "{path}: refused: {reason} (fix the ownership or mode, or run with --dev for local development)"
+    )]
+    Untrusted {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file's sha256 differs from its `plugins.pin` entry.
+    #[error("{path}: sha256 {found} does not match plugins.pin.{name} ({expected})")]
+    PinMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The pin key (file name without `.so`).
+        name: String,
+        /// The pinned digest.
+        expected: String,
+        /// The file's digest.
+        found: String,
+    },
+    /// The dynamic loader or abi_stable could not open the file.
+    #[error("{path}: cannot load: {detail}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The loader's message.
+        detail: String,
+    },
+    /// The root module's layout or abi_stable version differs from the host's.
+    #[error("{path}: ABI mismatch: {detail}")]
+    AbiMismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        detail: String,
+    },
+    /// The plugin ABI version is outside the supported range.
+    #[error(
+        "{path}: plugin ABI version {found} is not supported (this host supports {min} to {max}); rebuild the plugin against a matching quiver-plugin-api"
+    )]
+    AbiVersion {
+        /// The file.
+        path: PathBuf,
+        /// The plugin's ABI version.
+        found: u32,
+        /// Oldest supported.
+        min: u32,
+        /// Newest supported.
+        max: u32,
+    },
+    /// The manifest is malformed.
+    #[error("{path}: bad manifest: {detail}")]
+    Manifest {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A tool of the plugin is already offered by another source.
+    #[error("{path}: tool `{tool}` is already registered by {owner}")]
+    ToolTaken {
+        /// The file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// `core`, `plugin-X` or `mcp-Y`.
+        owner: String,
+    },
+    /// Another file already provides a plugin of this name.
+    #[error("{path}: plugin `{plugin}` is already loaded from {other}")]
+    NameTaken {
+        /// The file.
+        path: PathBuf,
+        /// The plugin name.
+        plugin: String,
+        /// The file that has it.
+        other: PathBuf,
+    },
+    /// The directory watcher could not be set up.
+    #[error("{path}: cannot watch: {detail}")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// notify's message.
+        detail: String,
+    },
+}
+
+impl PluginError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> PluginError {
+        PluginError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! Classic tool retrieval: BM25 over each deferred tool's name, description
+//! and top-level parameter names, with a name-substring fallback.
+//!
+//! Parameters are the usual ones (k1 = 1.5, b = 0.75) and the idf is
+//! `ln(1 + (N - df + 0.5) / (df + 0.5))`, so every matching term scores
+//! above zero. Tokens are the lowercased runs of `[A-Za-z0-9]`; every other
+//! character (including `_ . - :` in names) separates them. A query term
+//! that occurs twice counts twice. Ties keep catalog order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quiver_tool::tool::Tool;
+
+/// BM25 term-frequency saturation.
+pub const K1: f64 = 1.5;
+/// BM25 length normalisation.
+pub const B: f64 = 0.75;
+
+/// Calls `each` with every lowercase `[a-z0-9]+` token of `text`.
+pub fn tokenize(text: &str, mut each: impl FnMut(&str)) {
+    let mut token = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            token.push(c.to_ascii_lowercase());
+        } else if !token.is_empty() {
+            each(&token);
+            token.clear();
+        }
+    }
+    if !token.is_empty() {
+        each(&token);
+    }
+}
+
+/// One search hit.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    /// The tool.
+    pub tool: Arc<Tool>,
+    /// Its BM25 score; `0.0` for a name-substring fallback hit.
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: u32,
+}
+
+/// An inverted index over a catalog's deferred tools.
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    docs: Vec<Arc<Tool>>,
+    terms: HashMap<Box<str>, u32>,
+    postings: Vec<Vec<Posting>>,
+    idf: Vec<f64>,
+    doc_len: Vec<u32>,
+    avgdl: f64,
+}
+
+impl SearchIndex {
+    /// Indexes `tools`; their order is the tie-break order.
+    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> SearchIndex {
+        let mut index = SearchIndex::default();
+        // The document's term ids, sorted afterwards so that equal ids form
+        // runs: cheaper than a map per document.
+        let mut doc_terms: Vec<u32> = Vec::new();
+        for tool in tools {
+            let doc = index.docs.len() as u32;
+            doc_terms.clear();
+            let mut add = |token: &str| {
+                // Look up first: most tokens are known terms, and building
+                // the owned key only for new ones saves an allocation each.
+                let term = match index.terms.get(token) {
+                    Some(&term) => term,
+                    None => {
+                        let term = index.terms.len() as u32;
+                        index.terms.insert(token.into(), term);
+                        index.postings.push(Vec::new());
+                        term
+                    }
+                };
+                doc_terms.push(term);
+            };
+            tokenize(tool.name(), &mut add);
+            tokenize(tool.description(), &mut add);
+            for parameter in tool.parameter_names() {
+                tokenize(parameter, &mut add);
+            }
+            doc_terms.sort_unstable();
+            for run in doc_terms.chunk_by(|a, b| a == b) {
+                if let Some(list) = run
+                    .first()
+                    .and_then(|&t| index.postings.get_mut(t as usize))
+                {
+                    list.push(Posting {
+                        doc,
+                        tf: run.len() as u32,
+                    });
+                }
+            }
+            index.doc_len.push(doc_terms.len() as u32);
+            index.docs.push(tool.clone());
+        }
+        let n = index.docs.len() as f64;
+        index.avgdl = if index.docs.is_empty() {
+            0.0
+        } else {
+            index.doc_len.iter().map(|&l| l as f64).sum::<f64>() / n
+        };
+        index.idf = index
+            .postings
+            .iter()
+            .map(|list| idf(index.docs.len(), list.len()))
+            .collect();
+        index
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether the index holds no tool.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// BM25 scores of every tool for `query`, in catalog order.
+    pub fn scores(&self, query: &str) -> Vec<f64> {
+        let mut scores = vec![0.0; self.docs.len()];
+        self.accumulate(query, &mut scores, &mut Vec::new());
+        scores
+    }
+
+    fn accumulate(&self, query: &str, scores: &mut [f64], touched: &mut Vec<u32>) {
+        tokenize(query, |token| {
+            let Some(&term) = self.terms.get(token) else {
+                return;
+            };
+            let (Some(list), Some(&idf)) = (
+                self.postings.get(term as usize),
+                self.idf.get(term as usize),
+            ) else {
+                return;
+            };
+            for posting in list {
+                let tf = posting.tf as f64;
+                let dl = self.doc_len.get(posting.doc as usize).copied().unwrap_or(0) as f64;
+                let norm = K1 * (1.0 - B + B * dl / self.avgdl);
+                if let Some(score) = scores.get_mut(posting.doc as usize) {
+                    if *score == 0.0 {
+                        touched.push(posting.doc);
+                    }
+                    *score += idf * tf * (K1 + 1.0) / (tf + norm);
+                }
+            }
+        });
+    }
+
+    /// The best `limit` tools for `query`: by BM25 score, ties in catalog
+    /// order; when nothing scores above zero, tools whose name contains the
+    /// query (case-insensitive), in catalog order, with score 0.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        if limit == 0 || self.docs.is_empty() {
+            return Vec::new();
+        }
+        let mut scores = vec![0.0; self.docs.len()];
+        let mut touched = Vec::new();
+        self.accumulate(query, &mut scores, &mut touched);
+        let ranked = rank(&self.docs, &scores, touched, limit, |_| true);
+        if ranked.is_empty() {
+            return name_substring_matches(&self.docs, query, limit, |_| true);
+        }
+        ranked
+    }
+}
+
+/// BM25's idf: `ln(1 + (N - df + 0.5) / (df + 0.5))`, always above zero.
+pub fn idf(documents: usize, document_frequency: usize) -> f64 {
+    let (n, df) = (documents as f64, document_frequency as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The best `limit` of the `touched` documents that score above zero and
+/// are `allowed`: by score, ties in document order.
+pub fn rank(
+    docs: &[Arc<Tool>],
+    scores: &[f64],
+    touched: Vec<u32>,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    top(scores, touched, limit, allowed)
+        .into_iter()
+        .filter_map(|doc| scored(docs, scores, doc))
+        .collect()
+}
+
+/// The documents [`rank`] returns, as indexes into `scores`.
+pub fn top(
+    scores: &[f64],
+    touched: Vec<u32>,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<u32> {
+    let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
+    let mut hits: Vec<u32> = touched
+        .into_iter()
+        .filter(|&d| score_of(d) > 0.0 && allowed(d))
+        .collect();
+    let order = |a: &u32, b: &u32| score_of(*b).total_cmp(&score_of(*a)).then(a.cmp(b));
+    if limit == 0 {
+        return Vec::new();
+    }
+    if hits.len() > limit {
+        hits.select_nth_unstable_by(limit - 1, order);
+        hits.truncate(limit);
+    }
+    hits.sort_unstable_by(order);
+    hits
+}
+
+/// Document `doc` as a hit with its score from `scores`.
+pub fn scored(docs: &[Arc<Tool>], scores: &[f64], doc: u32) -> Option<Scored> {
+    docs.get(doc as usize).map(|tool| Scored {
+        tool: tool.clone(),
+        score: scores.get(doc as usize).copied().unwrap_or(0.0),
+    })
+}
+
+/// The fallback when nothing scores: `allowed` tools whose exposed name
+/// contains the query (case-insensitive), in document order, score 0.
+pub fn name_substring_matches(
+    docs: &[Arc<Tool>],
+    query: &str,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    let needle = query.trim().to_lowercase();
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    docs.iter()
+        .enumerate()
+        .filter(|(doc, tool)| allowed(*doc as u32) && tool.name().to_lowercase().contains(&needle))
+        .take(limit)
+        .map(|(_, tool)| Scored {
+            tool: tool.clone(),
+            score: 0.0,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str, params: &[&str]) -> Arc<Tool> {
+        let properties: serde_json::Map<_, _> =
+            params.iter().map(|p| (p.to_string(), json!({}))).collect();
+        let spec = ToolSpec::new(
+            name,
+            description,
+            json!({"type": "object", "properties": properties}),
+        );
+        Arc::new(Tool::new(name.into(), ToolSource::Mcp("s".into()), &spec))
+    }
+
+    #[test]
+    fn tokens_are_lowercase_alphanumeric_runs() {
+        let mut tokens = Vec::new();
+        tokenize("mcp_github.create-Issue:v2 héllo", |t| {
+            tokens.push(t.to_owned())
+        });
+        assert_eq!(
+            tokens,
+            ["mcp", "github", "create", "issue", "v2", "h", "llo"]
+        );
+    }
+
+    #[test]
+    fn scores_match_the_bm25_formula() {
+        let tools = [
+            tool("create_issue", "Create an issue", &["title"]),
+            tool("list_files", "List files in a directory", &["path"]),
+            tool("delete_file", "Delete a file", &["path"]),
+        ];
+        let index = SearchIndex::build(tools.iter());
+        // Hand computation for "issue" in doc 0: tokens create issue create
+        // an issue title = 6; the other docs have 8 (list files list files
+        // in a directory path) and 6 (delete file delete a file path).
+        let n = 3.0f64;
+        let idf = (1.0 + (n - 1.0 + 0.5) / (1.0 + 0.5)).ln();
+        let tf = 2.0;
+        let expected = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * 6.0 / (20.0 / 3.0)));
+        let scores = index.scores("issue");
+        assert!(
+            (scores[0] - expected).abs() < 1e-12,
+            "{} vs {expected}",
+            scores[0]
+        );
+        assert_eq!(scores[1], 0.0);
+        // A repeated query term counts twice.
+        assert!((index.scores("issue issue")[0] - 2.0 * expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn name_description_and_parameters_are_indexed() {
+        let tools = [
+            tool("alpha", "nothing here", &["repository_owner"]),
+            tool("beta", "mentions owner once", &[]),
+        ];
+        let index = SearchIndex::build(tools.iter());
+        let hits = index.search("repository", 5);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].tool.name(), "alpha");
+    }
+
+    #[test]
+    fn ties_keep_catalog_order_and_limit_applies() {
+        let tools = [
+            tool("b_same", "same words", &[]),
+            tool("a_same", "same words", &[]),
+            tool("c_same", "same words", &[]),
+        ];
+        let index = SearchIndex::build(tools.iter());
+        let names: Vec<_> = index
+            .search("words", 2)
+            .iter()
+            .map(|s| s.tool.name().to_owned())
+            .collect();
+        assert_eq!(names, ["b_same", "a_same"]);
+    }
+
+    #[test]
+    fn substring_fallback_on_names_when_nothing_scores() {
+        let tools = [tool("create_issue", "x", &[]), tool("recreate", "y", &[])];
+        let index = SearchIndex::build(tools.iter());
+        let hits = index.search("CREAT", 5);
+        let names: Vec<_> = hits.iter().map(|s| s.tool.name()).collect();
+        assert_eq!(names, ["create_issue", "recreate"]);
+        assert!(hits.iter().all(|h| h.score == 0.0));
+        assert!(index.search("zzz", 5).is_empty());
+        assert!(index.search("   ", 5).is_empty());
+    }
+
+    #[test]
+    fn higher_scores_rank_first() {
+        let tools = [
+            tool(
+                "get_weather",
+                "Get the weather forecast for a city",
+                &["city"],
+            ),
+            tool("get_time", "Get the current time", &["timezone"]),
+        ];
+        let index = SearchIndex::build(tools.iter());
+        let hits = index.search("weather in a city", 5);
+        assert_eq!(hits[0].tool.name(), "get_weather");
+        assert!(hits[0].score > hits.get(1).map_or(0.0, |h| h.score));
+    }
+}
