@@ -6,7 +6,7 @@
 
 use quiver_tests::core_tools as core_tools_support;
 
-use core_tools_support::{env, symlink, tool_code};
+use core_tools_support::{env, symlink};
 use serde_json::json;
 
 const CONFIG: &str = "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n    max_output_bytes: 1024\n";
@@ -94,7 +94,7 @@ async fn runs_in_the_directory_asked_for() {
     let error = env
         .error("run_command", json!({"command": "pwd", "cwd": "missing"}))
         .await;
-    assert_eq!(tool_code(&error), "not_found", "{error}");
+    assert_eq!(error["error"], "not_found", "{error}");
 }
 
 #[tokio::test]
@@ -103,7 +103,7 @@ async fn a_shell_that_cannot_start_is_named() {
         "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\n    shell: [/nonexistent/shell, -c]\n",
     ).await;
     let error = env.error("run_command", json!({"command": "true"})).await;
-    assert_eq!(tool_code(&error), "spawn_failed", "{error}");
+    assert_eq!(error["error"], "spawn_failed", "{error}");
     assert!(
         error["message"]
             .as_str()

@@ -9,7 +9,7 @@ use quiver_tests::core_tools as core_tools_support;
 
 use std::time::{Duration, Instant};
 
-use core_tools_support::{env, processes_with, tool_code, wait_until_gone};
+use core_tools_support::{env, processes_with, wait_until_gone};
 use quiver_dispatch::Status;
 use serde_json::json;
 
@@ -35,7 +35,7 @@ async fn a_command_past_its_timeout_is_killed_with_its_children() {
     assert_eq!(error.code(), "timed_out");
     assert_eq!(error.status(), Status::TimedOut);
     let error = error.to_json();
-    assert_eq!(tool_code(&error), "timed_out", "{error}");
+    assert_eq!(error["error"], "timed_out", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("ran longer than 1 s"), "{message}");
     assert!(

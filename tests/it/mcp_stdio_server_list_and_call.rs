@@ -1,24 +1,26 @@
 //! A stdio MCP server's tools (listed over several pages) join the deferred
 //! catalog as `mcp_<server>_<tool>`, are found by `tool_search`, resolve
-//! through `tool_call` and are called through the MCP client: text, image
-//! and structured results come back.
+//! through `tool_call` and are called through the dispatcher as the
+//! model's calls are: text, image and structured results come back.
 
 use quiver_tests::mcp;
 
-use quiver_catalog::bridge::{self, BridgeOutcome};
+use quiver_catalog::bridge;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_are_listed_found_and_called() {
-    let (registry, host) = mcp::start(vec![mcp::test_server(
+    let served = mcp::serve(vec![mcp::test_server(
         "tester",
         &["--tools", "25", "--page-size", "7"],
-    )]);
-    let tools = mcp::ready(&host, "tester").await;
+    )])
+    .await;
+    let (registry, host) = (served.daemon.registry(), served.daemon.mcp());
+    let tools = mcp::ready(host, "tester").await;
     // 10 fixed tools and 25 generated ones, over 5 pages of 7.
     assert_eq!(tools, 35);
 
-    let assembly = mcp::assemble(&registry);
+    let assembly = mcp::assemble(registry);
     let names = mcp::deferred_names(&assembly, "tester");
     assert_eq!(names.len(), 35);
     assert!(names.contains(&"mcp_tester_echo".to_owned()));
@@ -37,28 +39,24 @@ async fn tools_are_listed_found_and_called() {
         "{description}"
     );
 
-    let call =
-        |arguments: serde_json::Value| match bridge::handle(&assembly, "tool_call", &arguments) {
-            Some(Ok(BridgeOutcome::Dispatch(resolved))) => resolved,
-            other => panic!("tool_call did not resolve: {other:?}"),
-        };
-    let echo = call(json!({"name": "mcp_tester_echo", "arguments": {"text": "hello"}}));
-    let output = host.call_resolved(&echo).await.unwrap();
-    assert_eq!(output.text(), "hello");
+    let echo = served
+        .tool_call("mcp_tester_echo", json!({"text": "hello"}))
+        .await;
+    assert_eq!(mcp::text(&echo), "hello");
 
-    let image = call(json!({"name": "mcp_tester_image"}));
-    let output = host.call_resolved(&image).await.unwrap();
-    assert_eq!(output.content[1]["type"], "image");
-    assert_eq!(output.content[1]["mimeType"], "image/png");
+    let image = served.tool_call("mcp_tester_image", json!({})).await;
+    assert_eq!(image["content"][1]["type"], "image");
+    assert_eq!(image["content"][1]["mimeType"], "image/png");
 
-    let add = call(json!({"name": "mcp_tester_add", "arguments": "{\"a\": 2, \"b\": 3}"}));
-    let output = host.call_resolved(&add).await.unwrap();
-    assert_eq!(output.structured_content, Some(json!({"sum": 5.0})));
-    assert_eq!(output.to_json()["structured_content"]["sum"], 5.0);
+    // Arguments as a JSON string, as some gateways send them.
+    let add = served
+        .tool_call("mcp_tester_add", json!("{\"a\": 2, \"b\": 3}"))
+        .await;
+    assert_eq!(add["structured_content"]["sum"], 5.0);
 
     host.shutdown().await;
     assert!(
-        registry.snapshot().is_empty(),
-        "shutdown takes the tools out"
+        mcp::deferred_names(&mcp::assemble(registry), "tester").is_empty(),
+        "shutdown takes the server's tools out"
     );
 }

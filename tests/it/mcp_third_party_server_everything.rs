@@ -1,11 +1,12 @@
 //! `@modelcontextprotocol/server-everything` (installed by `.ci/run` at the
 //! version pinned in tests/third_party/package-lock.json, run from
 //! node_modules over stdio): its real tools join the catalog, are found by
-//! `tool_search` and are called through `tool_call` and the MCP client.
+//! `tool_search` and are called through `tool_call` by the dispatcher, as
+//! the model's calls are.
 
 use quiver_tests::mcp;
 
-use quiver_catalog::bridge::{self, BridgeOutcome};
+use quiver_catalog::bridge;
 use quiver_mcp::McpServerConfig;
 use serde_json::json;
 
@@ -17,11 +18,12 @@ async fn server_everything_tools_are_found_and_called() {
         "node",
         vec![entry.to_string_lossy().into_owned(), "stdio".into()],
     );
-    let (registry, host) = mcp::start(vec![config]);
-    let tools = mcp::ready(&host, "everything").await;
+    let served = mcp::serve(vec![config]).await;
+    let host = served.daemon.mcp();
+    let tools = mcp::ready(host, "everything").await;
     assert!(tools >= 5, "only {tools} tools");
 
-    let assembly = mcp::assemble(&registry);
+    let assembly = mcp::assemble(served.daemon.registry());
     let names = mcp::deferred_names(&assembly, "everything");
     for expected in [
         "mcp_everything_echo",
@@ -39,41 +41,44 @@ async fn server_everything_tools_are_found_and_called() {
         found["matches"][0]["name"], "mcp_everything_get-sum",
         "{found}"
     );
-    let resolve =
-        |arguments: serde_json::Value| match bridge::handle(&assembly, "tool_call", &arguments) {
-            Some(Ok(BridgeOutcome::Dispatch(resolved))) => resolved,
-            other => panic!("tool_call did not resolve: {other:?}"),
-        };
-    let sum = resolve(json!({"name": "mcp_everything_get-sum", "arguments": {"a": 19, "b": 23}}));
-    let output = host.call_resolved(&sum).await.unwrap();
-    assert!(output.text().contains("42"), "{:?}", output);
+    let sum = served
+        .tool_call("mcp_everything_get-sum", json!({"a": 19, "b": 23}))
+        .await;
+    assert!(mcp::text(&sum).contains("42"), "{sum}");
 
-    let echo =
-        resolve(json!({"name": "mcp_everything_echo", "arguments": {"message": "hi there"}}));
-    let output = host.call_resolved(&echo).await.unwrap();
-    assert!(output.text().contains("hi there"), "{:?}", output);
+    let echo = served
+        .tool_call("mcp_everything_echo", json!({"message": "hi there"}))
+        .await;
+    assert!(mcp::text(&echo).contains("hi there"), "{echo}");
 
-    let image = resolve(json!({"name": "mcp_everything_get-tiny-image"}));
-    let output = host.call_resolved(&image).await.unwrap();
+    let image = served
+        .tool_call("mcp_everything_get-tiny-image", json!({}))
+        .await;
     assert!(
-        output.content.iter().any(|c| c["type"] == "image"),
-        "{:?}",
-        output
+        image["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image"),
+        "{image}"
     );
 
-    // Bad params reach the model as a clear tool error naming server and tool.
-    let error = host
-        .call(
-            "everything",
-            "get-sum",
-            json!({"a": "x"}).as_object().cloned().unwrap(),
-        )
+    // Arguments of the wrong type reach the model as a clear error: the
+    // chain's validation against the server's schema names the problem
+    // before anything is sent.
+    let request = json!({"name": "mcp_everything_get-sum", "arguments": {"a": "x", "b": 1}});
+    let error = served
+        .call("tool_call", request)
         .await
-        .unwrap_err();
-    let message = error.to_string();
+        .unwrap_err()
+        .to_json();
+    assert_eq!(error["error"], "invalid_arguments", "{error}");
     assert!(
-        message.contains("`everything`") && message.contains("`get-sum`"),
-        "{message}"
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("mcp_everything_get-sum"),
+        "{error}"
     );
     host.shutdown().await;
 }

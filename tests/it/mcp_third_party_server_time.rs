@@ -1,11 +1,12 @@
 //! `mcp-server-time` (installed by `.ci/run` into a venv at the version
 //! pinned in tests/third_party/requirements.txt): its real tools join the
 //! catalog, are found by `tool_search` and are called through `tool_call`
-//! and the MCP client.
+//! by the dispatcher, as the model's calls are; a bad timezone reaches the
+//! model as a tool error naming the server and the tool.
 
 use quiver_tests::mcp;
 
-use quiver_catalog::bridge::{self, BridgeOutcome};
+use quiver_catalog::bridge;
 use quiver_mcp::McpServerConfig;
 use serde_json::json;
 
@@ -17,10 +18,11 @@ async fn server_time_tools_are_found_and_called() {
         bin.to_string_lossy().into_owned(),
         vec!["--local-timezone".into(), "UTC".into()],
     );
-    let (registry, host) = mcp::start(vec![config]);
-    mcp::ready(&host, "time").await;
+    let served = mcp::serve(vec![config]).await;
+    let host = served.daemon.mcp();
+    mcp::ready(host, "time").await;
 
-    let assembly = mcp::assemble(&registry);
+    let assembly = mcp::assemble(served.daemon.registry());
     let names = mcp::deferred_names(&assembly, "time");
     assert!(
         names.contains(&"mcp_time_get_current_time".to_owned()),
@@ -36,30 +38,24 @@ async fn server_time_tools_are_found_and_called() {
         found["matches"][0]["name"], "mcp_time_get_current_time",
         "{found}"
     );
-    let resolved = match bridge::handle(
-        &assembly,
-        "tool_call",
-        &json!({"name": "mcp_time_get_current_time", "arguments": {"timezone": "Europe/Paris"}}),
-    ) {
-        Some(Ok(BridgeOutcome::Dispatch(resolved))) => resolved,
-        other => panic!("tool_call did not resolve: {other:?}"),
-    };
-    let output = host.call_resolved(&resolved).await.unwrap();
-    assert!(output.text().contains("Europe/Paris"), "{output:?}");
-
-    let error = host
-        .call(
-            "time",
-            "get_current_time",
-            json!({"timezone": "Not/AZone"})
-                .as_object()
-                .cloned()
-                .unwrap(),
+    let output = served
+        .tool_call(
+            "mcp_time_get_current_time",
+            json!({"timezone": "Europe/Paris"}),
         )
+        .await;
+    assert!(mcp::text(&output).contains("Europe/Paris"), "{output}");
+
+    let request =
+        json!({"name": "mcp_time_get_current_time", "arguments": {"timezone": "Not/AZone"}});
+    let error = served
+        .call("tool_call", request)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_json();
+    let message = error["message"].as_str().unwrap();
     assert!(
-        error.to_string().contains("`time`") && error.to_string().contains("`get_current_time`"),
+        message.contains("`time`") && message.contains("`get_current_time`"),
         "{error}"
     );
     host.shutdown().await;

@@ -1,15 +1,12 @@
 //! A loaded plugin's tools are deferred behind the bridge: they are listed
-//! under the plugin's name, found by `tool_search`, and `tool_call`
-//! resolves to a call the plugin host runs.
+//! under the plugin's name, found by `tool_search`, and `tool_call` runs
+//! them through the dispatcher of the runtime `quiver serve` starts.
 
-use std::sync::Arc;
-
-use quiver_catalog::assembly::Assembler;
 use quiver_catalog::bridge;
-use quiver_catalog::settings::ToolSearchConfig;
-use quiver_plugins::{PluginHost, PluginHostOptions};
+use quiver_daemon::config::Config;
+use quiver_daemon::{Daemon, DaemonOptions};
+use quiver_dispatch::Session;
 use quiver_tests::{install_plugin, plugin_so};
-use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::Scope;
 use serde_json::json;
 
@@ -20,19 +17,15 @@ async fn plugin_tools_are_searchable_listed_and_callable() {
     std::fs::create_dir(&dir).unwrap();
     install_plugin(&plugin_so("text"), &dir, "text.so");
     install_plugin(&plugin_so("time"), &dir, "time.so");
-    let registry = Arc::new(ToolRegistry::new());
-    let host = PluginHost::new(
-        registry.clone(),
-        PluginHostOptions::new(temp.path().join("state")),
-    )
-    .unwrap();
-    host.load_dirs(&[dir]);
-
-    let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
-        &registry.snapshot(),
-        &Scope::all(),
-        200_000,
-    );
+    let mut config = Config::default();
+    config.plugins.dirs = vec![dir];
+    config.serve.state_dir = Some(temp.path().join("state"));
+    config.core_tools.workspace = temp.path().to_path_buf();
+    let daemon = Daemon::start(config, DaemonOptions::default())
+        .await
+        .unwrap();
+    let session = Session::new("s", Scope::all(), daemon.feed().clone());
+    let assembly = daemon.assemble(&session, 200_000);
     assert!(assembly.has_bridge());
     let listing = &assembly.listing().text;
     assert!(
@@ -48,10 +41,12 @@ async fn plugin_tools_are_searchable_listed_and_callable() {
     let zones = bridge::search(&assembly, &json!({"query": "convert time zone"})).unwrap();
     assert_eq!(zones["matches"][0]["name"], "time_convert");
 
-    let call = bridge::call(
-        &assembly,
-        &json!({"name": "regex_replace", "arguments": {"text": "a-b", "pattern": "-", "replacement": "+"}}),
-    )
-    .unwrap();
-    assert_eq!(host.call_resolved(&call).await.unwrap()["text"], "a+b");
+    let request = json!({"name": "regex_replace", "arguments": {"text": "a-b", "pattern": "-", "replacement": "+"}});
+    let result = daemon
+        .dispatcher()
+        .dispatch(&session, &assembly, "tool_call", &request)
+        .await
+        .unwrap();
+    assert_eq!(result["text"], "a+b");
+    daemon.shutdown().await;
 }

@@ -2,7 +2,7 @@
 //! `tool_describe`, `tool_call`) and says to call it directly.
 
 use quiver_catalog::assembly::Assembler;
-use quiver_catalog::bridge::{self, BridgeError, TOOL_CALL};
+use quiver_catalog::bridge::{self, BridgeError};
 use quiver_catalog::settings::ToolSearchConfig;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::Scope;
@@ -43,10 +43,6 @@ fn bridge_tools_cannot_be_called_through_tool_call() {
             assert!(message.contains("bridge tool"), "{message}");
             assert!(message.contains("call it directly"), "{message}");
             assert_eq!(error.to_json()["error"], "bridge_tool_named");
-            match bridge::handle(&assembly, TOOL_CALL, &request) {
-                Some(Err(BridgeError::BridgeToolNamed { .. })) => {}
-                other => panic!("{request}: expected a refusal, got {other:?}"),
-            }
         }
     }
 
@@ -56,4 +52,27 @@ fn bridge_tools_cannot_be_called_through_tool_call() {
         matches!(error, BridgeError::UnknownTool { .. }),
         "{error:?}"
     );
+}
+
+/// The same refusal reaches the model through the dispatcher, and nothing
+/// runs.
+#[tokio::test]
+async fn the_dispatcher_refuses_them_before_anything_runs() {
+    use std::sync::atomic::Ordering;
+    let fixture = quiver_tests::dispatch::fixture(
+        quiver_dispatch::Guardrails::default(),
+        quiver_dispatch::ApprovalPolicy::default(),
+        std::sync::Arc::new(quiver_dispatch::approval::DenyAll),
+    );
+    let session = fixture.session("s", &["*"]);
+    for name in ["tool_search", "tool_describe", "tool_call"] {
+        let request = json!({"name": name, "arguments": {"query": "issue"}});
+        let error = fixture
+            .call(&session, "tool_call", request)
+            .await
+            .unwrap_err()
+            .to_json();
+        assert_eq!(error["error"], "bridge_tool_named", "{error}");
+    }
+    assert_eq!(fixture.invoked.load(Ordering::SeqCst), 0);
 }

@@ -83,18 +83,6 @@ impl Env {
     }
 }
 
-/// The core-tool error code inside a chain error's message
-/// (`"`read_file` failed: not_found: ..."`).
-pub fn tool_code(error: &Value) -> String {
-    let message = error["message"].as_str().unwrap_or_default();
-    message
-        .split_once("failed: ")
-        .or_else(|| message.split_once("timed out: "))
-        .and_then(|(_, rest)| rest.split_once(':'))
-        .map(|(code, _)| code.to_owned())
-        .unwrap_or_default()
-}
-
 /// Pids of the live processes whose command line holds `marker`.
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let mut found = Vec::new();

@@ -1,6 +1,7 @@
-//! MCP helpers shared by the `mcp_*` end-to-end tests (included with
-//! `#[path = "support/mcp.rs"] mod mcp;`): a host over our test server,
-//! polling with deadlines, and the assembly a session would get.
+//! MCP helpers shared by the `mcp_*` end-to-end tests: a host over our test
+//! server, polling with deadlines, the assembly a session would get, and
+//! [`Served`], the whole runtime with only MCP servers, for calls through
+//! the dispatcher as the model makes them.
 
 #![allow(missing_docs)]
 
@@ -9,10 +10,14 @@ use std::time::Duration;
 
 use quiver_catalog::assembly::{Assembler, Assembly};
 use quiver_catalog::settings::ToolSearchConfig;
+use quiver_daemon::config::Config;
+use quiver_daemon::{Daemon, DaemonOptions};
+use quiver_dispatch::{DispatchError, Session};
 use quiver_mcp::supervisor::Backoff;
 use quiver_mcp::{McpHost, McpHostOptions, McpServerConfig, ServerState};
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::Scope;
+use serde_json::Value;
 
 /// The longest any test waits for something that should happen at once.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -91,4 +96,66 @@ pub fn deferred_names(assembly: &Assembly, server: &str) -> Vec<String> {
         .filter(|g| g.name() == server)
         .flat_map(|g| g.tools().iter().map(|t| t.name().to_owned()))
         .collect()
+}
+
+/// The runtime `quiver serve` runs ([`Daemon::start`]) with `servers` as
+/// its only MCP servers, its state in a scratch directory, and a session
+/// granted everything: calls go through [`Served::call`], the path the
+/// model's calls take.
+pub struct Served {
+    pub daemon: Arc<Daemon>,
+    pub session: Arc<Session>,
+    _state: tempfile::TempDir,
+}
+
+/// Starts [`Served`] over `servers`.
+pub async fn serve(servers: Vec<McpServerConfig>) -> Served {
+    let state = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.serve.state_dir = Some(state.path().join("state"));
+    config.core_tools.workspace = state.path().to_path_buf();
+    config.mcp_servers = servers.into_iter().map(|s| (s.name.clone(), s)).collect();
+    let daemon = Daemon::start(config, DaemonOptions::default())
+        .await
+        .unwrap();
+    let session = Session::new("mcp-test", Scope::all(), daemon.feed().clone());
+    Served {
+        daemon,
+        session,
+        _state: state,
+    }
+}
+
+impl Served {
+    /// The model's call of `name` with `arguments` this turn (200k
+    /// context): the JSON result it receives, or the error.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, DispatchError> {
+        let assembly = self.daemon.assemble(&self.session, 200_000);
+        self.daemon
+            .dispatcher()
+            .dispatch(&self.session, &assembly, name, &arguments)
+            .await
+    }
+
+    /// `tool_call` of `tool` with `arguments`; panics when it fails.
+    pub async fn tool_call(&self, tool: &str, arguments: Value) -> Value {
+        let request = serde_json::json!({"name": tool, "arguments": arguments});
+        match self.call("tool_call", request).await {
+            Ok(value) => value,
+            Err(error) => panic!("tool_call {tool} failed: {}", error.to_json()),
+        }
+    }
+}
+
+/// The text blocks of an MCP tool result the model received, joined by
+/// newlines.
+pub fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

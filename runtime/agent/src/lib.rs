@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::settings::AgentConfig;
 use quiver_catalog::assembly::Assembler;
-use quiver_catalog::bridge::{TOOL_CALL, TOOL_SEARCH};
+use quiver_catalog::bridge::TOOL_SEARCH;
 use quiver_dispatch::{Dispatcher, Event, Session, Status};
 use quiver_model::{
     Completion, CompletionRequest, FinishReason, Message, ModelError, ModelProvider, Role,
@@ -357,17 +357,8 @@ impl Agent {
         let arguments = match parse_arguments(arguments) {
             Ok(arguments) => arguments,
             Err(message) => {
-                session.record(Event {
-                    time: std::time::SystemTime::now(),
-                    call_id: 0,
-                    session: session.id().to_owned(),
-                    tool: name.to_owned(),
-                    via_bridge: false,
-                    arguments: Value::Null,
-                    status: Status::Error,
-                    duration: std::time::Duration::ZERO,
-                    detail: Some(message.clone()),
-                });
+                session
+                    .record(Event::new(session, name, Status::Error).detail(Some(message.clone())));
                 let error = json!({
                     "error": "invalid_arguments_json",
                     "message": format!("the arguments of `{name}` are not valid JSON: {message}"),
@@ -375,14 +366,7 @@ impl Agent {
                 return (error.to_string(), name.to_owned(), false);
             }
         };
-        let tool = match name {
-            TOOL_CALL => arguments
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or(TOOL_CALL)
-                .to_owned(),
-            _ => name.to_owned(),
-        };
+        let tool = quiver_dispatch::called_tool(assembly, name, &arguments).to_owned();
         match self
             .dispatcher
             .dispatch(session, assembly, name, &arguments)

@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("dispatch");
     group.bench_function("executor_alone", |b| {
-        let resolved = bridge::call_unchecked(&assembly, &arguments).unwrap();
+        let resolved = bridge::call(&assembly, &arguments).unwrap();
         let call = DispatchCall::new(session.clone(), resolved);
         b.iter(|| {
             runtime

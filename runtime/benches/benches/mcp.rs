@@ -1,6 +1,6 @@
 //! MCP call overhead: one `tools/call` of the test server's `echo` through
-//! quiver's path (bridge resolve of `tool_call`, then `McpHost::call_resolved`
-//! with its timeout, cancellation and result mapping) against a direct rmcp
+//! quiver's path (bridge resolve of `tool_call`, then the MCP executor the
+//! chain ends in, with its timeout, cancellation and result mapping) against a direct rmcp
 //! client calling the same local stdio server binary (a process of its own).
 //!
 //! Builds `quiver-test-mcp-server` in release mode first.
@@ -14,13 +14,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use quiver_catalog::assembly::Assembler;
 use quiver_catalog::bridge;
 use quiver_catalog::settings::ToolSearchConfig;
-use quiver_mcp::{McpHost, McpHostOptions, McpServerConfig};
+use quiver_mcp::{McpExecutor, McpHost, McpHostOptions, McpServerConfig};
+use quiver_tool::executor::ToolExecutor;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::Scope;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn test_server() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -73,8 +74,9 @@ fn bench_call(c: &mut Criterion) {
             McpHostOptions::default(),
         );
         host.settle(Duration::from_secs(30)).await;
-        host
+        Arc::new(host)
     });
+    let executor = McpExecutor::new(host.clone());
     let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
         &registry.snapshot(),
         &Scope::all(),
@@ -93,7 +95,8 @@ fn bench_call(c: &mut Criterion) {
         b.iter(|| {
             runtime.block_on(async {
                 let resolved = bridge::call(&assembly, &tool_call).unwrap();
-                host.call_resolved(&resolved).await.unwrap()
+                let arguments = Value::Object(resolved.arguments);
+                executor.execute(&resolved.tool, &arguments).await.unwrap()
             })
         })
     });
@@ -111,7 +114,8 @@ fn bench_call(c: &mut Criterion) {
             direct_times.push(start.elapsed());
             let start = std::time::Instant::now();
             let resolved = bridge::call(&assembly, &tool_call).unwrap();
-            host.call_resolved(&resolved).await.unwrap();
+            let arguments = Value::Object(resolved.arguments);
+            executor.execute(&resolved.tool, &arguments).await.unwrap();
             quiver_times.push(start.elapsed());
         }
     });

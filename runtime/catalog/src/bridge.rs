@@ -167,24 +167,6 @@ pub enum BridgeError {
         /// The name asked for.
         name: String,
     },
-    /// Required arguments are missing; the tool was not invoked.
-    #[error("`{tool}` was not called: missing required argument{} {}", if .missing.len() == 1 { "" } else { "s" }, quoted(.missing))]
-    MissingRequired {
-        /// The tool.
-        tool: String,
-        /// The missing argument names, in schema order.
-        missing: Vec<String>,
-        /// The tool's input schema, so the model can retry at once.
-        schema: Value,
-    },
-}
-
-fn quoted(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn suggestion_text(suggestions: &[String]) -> String {
@@ -216,36 +198,17 @@ impl BridgeError {
             BridgeError::ArgumentsNotObject { .. } => "arguments_not_object",
             BridgeError::UnknownTool { .. } => "unknown_tool",
             BridgeError::NotAvailable { .. } => "not_available",
-            BridgeError::MissingRequired { .. } => "missing_required_arguments",
         }
     }
 
     /// The error as the JSON tool result the model receives.
     pub fn to_json(&self) -> Value {
         let mut out = json!({"error": self.code(), "message": self.to_string()});
-        match self {
-            BridgeError::UnknownTool { suggestions, .. } => {
-                out["suggestions"] = json!(suggestions);
-            }
-            BridgeError::MissingRequired {
-                missing, schema, ..
-            } => {
-                out["missing"] = json!(missing);
-                out["input_schema"] = schema.clone();
-            }
-            _ => {}
+        if let BridgeError::UnknownTool { suggestions, .. } = self {
+            out["suggestions"] = json!(suggestions);
         }
         out
     }
-}
-
-/// What a bridge tool call produced.
-#[derive(Debug, Clone)]
-pub enum BridgeOutcome {
-    /// `tool_search` or `tool_describe`: the JSON result for the model.
-    Answer(Value),
-    /// `tool_call`: the real call for the dispatch chain.
-    Dispatch(ResolvedCall),
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -517,35 +480,12 @@ pub fn closest_names(assembly: &Assembly, name: &str) -> Vec<String> {
 }
 
 /// Resolves a call of `name` with raw `arguments` (an object, a JSON string
-/// of one, or null for none) to the real tool, checking scope and required
-/// arguments. Used for `tool_call` and for direct calls of deferred tools.
+/// of one, or null for none) to the real tool of this assembly: used for
+/// `tool_call` and for direct calls. The arguments are not checked against
+/// the schema here: the dispatch chain validates them against the whole
+/// schema, so that one error lists every problem. The session's scope is
+/// checked by the dispatcher.
 pub fn resolve(
-    assembly: &Assembly,
-    name: &str,
-    arguments: Option<&Value>,
-    via_bridge: bool,
-) -> Result<ResolvedCall, BridgeError> {
-    let resolved = resolve_unchecked(assembly, name, arguments, via_bridge)?;
-    let tool = &resolved.tool;
-    let missing: Vec<String> = tool
-        .required_parameters()
-        .filter(|p| !resolved.arguments.contains_key(*p))
-        .map(str::to_owned)
-        .collect();
-    if !missing.is_empty() {
-        return Err(BridgeError::MissingRequired {
-            tool: tool.name().to_owned(),
-            missing,
-            schema: tool.input_schema().clone(),
-        });
-    }
-    Ok(resolved)
-}
-
-/// [`resolve`] without the required-arguments check: the dispatch chain
-/// validates the arguments against the whole schema itself, so that one
-/// error lists every problem.
-pub fn resolve_unchecked(
     assembly: &Assembly,
     name: &str,
     arguments: Option<&Value>,
@@ -590,33 +530,11 @@ pub fn resolve_unchecked(
     })
 }
 
-/// `tool_call`: resolves the real call for the dispatch chain.
+/// `tool_call`: its `name` and `arguments` resolved (see [`resolve`]).
 pub fn call(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, BridgeError> {
     let arguments = object(TOOL_CALL, arguments)?;
     let name = name_argument(TOOL_CALL, arguments)?;
     resolve(assembly, name, arguments.get("arguments"), true)
-}
-
-/// `tool_call` unwrapped with [`resolve_unchecked`], for the dispatch chain.
-pub fn call_unchecked(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, BridgeError> {
-    let arguments = object(TOOL_CALL, arguments)?;
-    let name = name_argument(TOOL_CALL, arguments)?;
-    resolve_unchecked(assembly, name, arguments.get("arguments"), true)
-}
-
-/// Runs bridge tool `bridge` (one of [`BRIDGE_TOOL_NAMES`]); `None` when
-/// `bridge` is not a bridge tool.
-pub fn handle(
-    assembly: &Assembly,
-    bridge: &str,
-    arguments: &Value,
-) -> Option<Result<BridgeOutcome, BridgeError>> {
-    Some(match bridge {
-        TOOL_SEARCH => search(assembly, arguments).map(BridgeOutcome::Answer),
-        TOOL_DESCRIBE => describe(assembly, arguments).map(BridgeOutcome::Answer),
-        TOOL_CALL => call(assembly, arguments).map(BridgeOutcome::Dispatch),
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
@@ -762,14 +680,6 @@ mod tests {
             code(json!({"name": "mcp_github_create_issue", "arguments": "[1]"})),
             "arguments_not_object"
         );
-        let err = call(
-            &a,
-            &json!({"name": "mcp_github_create_issue", "arguments": {"body": "b"}}),
-        )
-        .unwrap_err();
-        let out = err.to_json();
-        assert_eq!(out["missing"], json!(["title"]));
-        assert_eq!(out["input_schema"]["required"], json!(["title"]));
         let err = call(&a, &json!({"name": "MCP_github_create_issue"})).unwrap_err();
         match err {
             BridgeError::UnknownTool { suggestions, .. } => {
@@ -788,20 +698,6 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("line 1 column"), "{err}");
-    }
-
-    #[test]
-    fn handle_dispatches_by_bridge_name() {
-        let a = assembly(Scope::all());
-        assert!(handle(&a, "read_file", &json!({})).is_none());
-        assert!(matches!(
-            handle(&a, TOOL_SEARCH, &json!({"query": "issue"})),
-            Some(Ok(BridgeOutcome::Answer(_)))
-        ));
-        assert!(matches!(
-            handle(&a, TOOL_CALL, &json!({"name": "mcp_github_list_issues"})),
-            Some(Ok(BridgeOutcome::Dispatch(_)))
-        ));
     }
 }
 

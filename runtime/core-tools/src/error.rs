@@ -4,7 +4,7 @@
 
 use std::io;
 
-use quiver_tool::executor::ToolError;
+use quiver_tool::executor::{ToolError, ToolErrorKind};
 
 /// A core tool call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -193,12 +193,24 @@ impl CoreToolError {
 }
 
 impl From<CoreToolError> for ToolError {
-    /// `code: message`; the chain adds the tool's name.
+    /// The kind's code as the code and what went wrong as the message (the
+    /// chain adds the tool's name); a timed-out command's output so far is
+    /// also in `data`.
     fn from(error: CoreToolError) -> ToolError {
-        let message = format!("{}: {}", error.kind.code(), error.kind);
-        match error.kind {
-            ErrorKind::TimedOut { .. } => ToolError::TimedOut(message),
-            _ => ToolError::Failed(message),
+        let kind = match error.kind {
+            ErrorKind::TimedOut { .. } => ToolErrorKind::TimedOut,
+            _ => ToolErrorKind::Failed,
+        };
+        let data = match &error.kind {
+            ErrorKind::TimedOut { stdout, stderr, .. } => {
+                Some(serde_json::json!({"stdout": stdout, "stderr": stderr}))
+            }
+            _ => None,
+        };
+        let tool_error = ToolError::new(kind, error.code(), error.kind.to_string());
+        match data {
+            Some(data) => tool_error.with_data(data),
+            None => tool_error,
         }
     }
 }
@@ -240,10 +252,10 @@ mod tests {
             },
         );
         assert_eq!(error.to_string(), "`read_file`: `src/x.rs` does not exist");
-        assert_eq!(
-            ToolError::from(error),
-            ToolError::Failed("not_found: `src/x.rs` does not exist".into())
-        );
+        let tool_error = ToolError::from(error);
+        assert_eq!(tool_error.code, "not_found");
+        assert_eq!(tool_error.kind, ToolErrorKind::Failed);
+        assert_eq!(tool_error.message, "`src/x.rs` does not exist");
         let timeout = CoreToolError::new(
             "run_command",
             ErrorKind::TimedOut {
@@ -253,8 +265,14 @@ mod tests {
                 stderr: String::new(),
             },
         );
+        let tool_error = ToolError::from(timeout);
+        assert_eq!(tool_error.kind, ToolErrorKind::TimedOut);
+        assert_eq!(tool_error.code, "timed_out");
         assert!(
-            matches!(ToolError::from(timeout), ToolError::TimedOut(m) if m.starts_with("timed_out: `sleep 9` ran longer than 1 s"))
+            tool_error
+                .message
+                .starts_with("`sleep 9` ran longer than 1 s"),
+            "{tool_error}"
         );
     }
 }

@@ -8,46 +8,46 @@ use std::time::Duration;
 use tower::Service;
 
 use super::{BoxFuture, DispatchCall, DispatchError, ToolOutput};
-use quiver_tool::executor::{ToolError, ToolExecutor};
+use quiver_tool::executor::{ToolError, ToolErrorKind, ToolExecutor};
+use serde_json::Value;
 
-/// A tool that ran and failed, or took too long.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExecuteError {
-    /// The call took longer than `guardrails.call_timeout_ms` (or the
-    /// source's own limit).
-    #[error("`{tool}` timed out: {detail}")]
-    Timeout {
-        /// The tool.
-        tool: String,
-        /// Which limit passed.
-        detail: String,
-    },
-    /// The tool reported an error.
-    #[error("`{tool}` failed: {message}")]
-    Failed {
-        /// The tool.
-        tool: String,
-        /// What it said.
-        message: String,
-    },
-    /// Nothing could run the tool.
-    #[error("`{tool}` is unavailable: {message}")]
-    Unavailable {
-        /// The tool.
-        tool: String,
-        /// Why.
-        message: String,
-    },
+/// A tool that ran and failed, took too long, or could not run: the
+/// executor's [`ToolError`] (code, message and data kept as they are) and
+/// the tool it was.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{tool}` {}: {}", verb(self.error.kind), self.error.message)]
+pub struct ExecuteError {
+    /// The tool's exposed name.
+    pub tool: String,
+    /// What the executor reported.
+    pub error: ToolError,
+}
+
+fn verb(kind: ToolErrorKind) -> &'static str {
+    match kind {
+        ToolErrorKind::Failed => "failed",
+        ToolErrorKind::TimedOut => "timed out",
+        ToolErrorKind::Unavailable => "is unavailable",
+    }
 }
 
 impl ExecuteError {
-    /// A short stable code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ExecuteError::Timeout { .. } => "timed_out",
-            ExecuteError::Failed { .. } => "tool_failed",
-            ExecuteError::Unavailable { .. } => "tool_unavailable",
-        }
+    /// The executor's code.
+    pub fn code(&self) -> &str {
+        &self.error.code
+    }
+
+    /// Whether a time limit passed.
+    pub fn is_timeout(&self) -> bool {
+        self.error.kind == ToolErrorKind::TimedOut
+    }
+
+    /// The error as the model receives it: `{"error": code, "message",
+    /// "data"?}`, the message naming the tool.
+    pub fn to_json(&self) -> Value {
+        let mut out = self.error.to_json();
+        out["message"] = Value::String(self.to_string());
+        out
     }
 }
 
@@ -91,22 +91,15 @@ impl Service<DispatchCall> for ExecuteService {
                 tokio::time::timeout(timeout, executor.execute(&call.tool, &call.arguments)).await;
             let error = match outcome {
                 Ok(Ok(content)) => return Ok(ToolOutput::new(content)),
-                Err(_) => ExecuteError::Timeout {
-                    tool: tool.to_owned(),
-                    detail: format!("no answer within {} ms", timeout.as_millis()),
-                },
-                Ok(Err(ToolError::TimedOut(detail))) => ExecuteError::Timeout {
-                    tool: tool.to_owned(),
-                    detail,
-                },
-                Ok(Err(ToolError::Failed(message))) => ExecuteError::Failed {
-                    tool: tool.to_owned(),
-                    message,
-                },
-                Ok(Err(ToolError::Unavailable(message))) => ExecuteError::Unavailable {
-                    tool: tool.to_owned(),
-                    message,
-                },
+                Ok(Err(error)) => error,
+                Err(_) => ToolError::timed_out(format!(
+                    "no answer within {} ms (guardrails.call_timeout_ms)",
+                    timeout.as_millis()
+                )),
+            };
+            let error = ExecuteError {
+                tool: tool.to_owned(),
+                error,
             };
             Err(error.into())
         })

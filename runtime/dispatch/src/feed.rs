@@ -15,6 +15,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+use crate::session::Session;
+
 /// The value that replaces a redacted argument.
 pub const REDACTED: &str = "[redacted]";
 
@@ -81,6 +83,49 @@ pub struct Event {
 }
 
 impl Event {
+    /// The one way an event is made: `status` of the call of `tool` in
+    /// `session`, now; no call id (a bridge answer or an unresolved call),
+    /// no arguments, no duration and no detail until the builder methods
+    /// below set them.
+    pub fn new(session: &Session, tool: impl Into<String>, status: Status) -> Event {
+        Event {
+            time: SystemTime::now(),
+            call_id: 0,
+            session: session.id().to_owned(),
+            tool: tool.into(),
+            via_bridge: false,
+            arguments: Value::Null,
+            status,
+            duration: Duration::ZERO,
+            detail: None,
+        }
+    }
+
+    /// The call it belongs to, and whether it came through `tool_call`.
+    pub fn call(mut self, call_id: u64, via_bridge: bool) -> Event {
+        self.call_id = call_id;
+        self.via_bridge = via_bridge;
+        self
+    }
+
+    /// The call's arguments, redacted by the session's feed settings.
+    pub fn arguments(mut self, session: &Session, arguments: &Value) -> Event {
+        self.arguments = session.feed().redact(arguments);
+        self
+    }
+
+    /// Time since the call entered the dispatcher.
+    pub fn duration(mut self, duration: Duration) -> Event {
+        self.duration = duration;
+        self
+    }
+
+    /// The error message, or a note.
+    pub fn detail(mut self, detail: Option<String>) -> Event {
+        self.detail = detail;
+        self
+    }
+
     /// One line for the CLI:
     /// `mcp_github_create_issue via tool_call  ok  120 ms`.
     pub fn render(&self) -> String {
@@ -191,17 +236,11 @@ mod tests {
 
     #[test]
     fn render_names_the_real_tool() {
-        let mut event = Event {
-            time: SystemTime::UNIX_EPOCH,
-            call_id: 1,
-            session: "s".into(),
-            tool: "mcp_github_create_issue".into(),
-            via_bridge: true,
-            arguments: json!({}),
-            status: Status::Ok,
-            duration: Duration::from_millis(120),
-            detail: None,
-        };
+        let feed = Arc::new(ActivityFeed::new(["token"], 8));
+        let session = Session::new("s", quiver_tool::scope::Scope::all(), feed);
+        let mut event = Event::new(&session, "mcp_github_create_issue", Status::Ok)
+            .call(1, true)
+            .duration(Duration::from_millis(120));
         assert_eq!(
             event.render(),
             "mcp_github_create_issue via tool_call  ok  120 ms"

@@ -2,7 +2,7 @@
 //! of small composable layers, keyed on the real tool.
 //!
 //! ```text
-//! model call ──► Dispatcher::dispatch ──► unwrap tool_call (bridge::resolve_unchecked)
+//! model call ──► Dispatcher::dispatch ──► unwrap tool_call (bridge::resolve)
 //!                      │                     │ scope check (session)
 //!                      │ tool_search /        ▼
 //!                      │ tool_describe   pre-call hooks ─► guardrails ─► approval
@@ -33,7 +33,7 @@ pub mod validate;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tower::{Service, ServiceBuilder};
@@ -92,17 +92,11 @@ impl DispatchCall {
 
     /// Records an event of this call (arguments redacted) in its session's feed.
     pub fn record(&self, status: Status, detail: Option<String>) {
-        let event = Event {
-            time: SystemTime::now(),
-            call_id: self.id,
-            session: self.session.id().to_owned(),
-            tool: self.tool.name().to_owned(),
-            via_bridge: self.via_bridge,
-            arguments: self.session.feed().redact(&self.arguments),
-            status,
-            duration: self.started.elapsed(),
-            detail,
-        };
+        let event = Event::new(&self.session, self.tool.name(), status)
+            .call(self.id, self.via_bridge)
+            .arguments(&self.session, &self.arguments)
+            .duration(self.started.elapsed())
+            .detail(detail);
         self.session.record(event);
     }
 }
@@ -151,8 +145,9 @@ pub enum DispatchError {
 }
 
 impl DispatchError {
-    /// A short stable code for the error kind.
-    pub fn code(&self) -> &'static str {
+    /// A short stable code for the error kind (a tool's own code for a
+    /// failed execution).
+    pub fn code(&self) -> &str {
         match self {
             DispatchError::Resolve(e) => e.code(),
             DispatchError::Hook(_) => "refused_by_hook",
@@ -169,7 +164,7 @@ impl DispatchError {
             DispatchError::Hook(_) | DispatchError::Guardrail(_) | DispatchError::Approval(_) => {
                 Status::Denied
             }
-            DispatchError::Execute(ExecuteError::Timeout { .. }) => Status::TimedOut,
+            DispatchError::Execute(e) if e.is_timeout() => Status::TimedOut,
             DispatchError::Resolve(_)
             | DispatchError::InvalidArguments(_)
             | DispatchError::Execute(_) => Status::Error,
@@ -181,6 +176,7 @@ impl DispatchError {
         match self {
             DispatchError::Resolve(e) => e.to_json(),
             DispatchError::InvalidArguments(e) => e.to_json(),
+            DispatchError::Execute(e) => e.to_json(),
             other => json!({"error": other.code(), "message": other.to_string()}),
         }
     }
@@ -348,6 +344,22 @@ pub fn standard_chain(parts: ChainParts) -> Chain {
     Chain::new(service)
 }
 
+/// The tool a call of `name` with `arguments` is for, as the feed and the
+/// turn's log name it: the real tool `tool_call` asks for (its `name`
+/// argument, when there is a bridge), else `name` itself. This is the
+/// dispatcher's own unwrapping; callers that report on calls use it rather
+/// than unwrapping `tool_call` again.
+pub fn called_tool<'a>(assembly: &Assembly, name: &'a str, arguments: &'a Value) -> &'a str {
+    if name == TOOL_CALL && assembly.has_bridge() {
+        arguments
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or(TOOL_CALL)
+    } else {
+        name
+    }
+}
+
 /// The entry point for a session's tool calls: unwraps `tool_call`,
 /// answers `tool_search` and `tool_describe`, checks the session's scope,
 /// runs the chain and records everything in the session's feed.
@@ -415,24 +427,19 @@ impl Dispatcher {
                 Ok(_) => (Status::Ok, None),
                 Err(e) => (Status::Error, Some(e.to_string())),
             };
-            session.record(Event {
-                time: SystemTime::now(),
-                call_id: 0,
-                session: session.id().to_owned(),
-                tool: name.to_owned(),
-                via_bridge: false,
-                arguments: session.feed().redact(arguments),
-                status,
-                duration: started.elapsed(),
-                detail,
-            });
+            session.record(
+                Event::new(session, name, status)
+                    .arguments(session, arguments)
+                    .duration(started.elapsed())
+                    .detail(detail),
+            );
             return answer.map_err(DispatchError::from);
         }
         let via_bridge = name == TOOL_CALL && assembly.has_bridge();
         let resolved = if via_bridge {
-            bridge::call_unchecked(assembly, arguments)
+            bridge::call(assembly, arguments)
         } else {
-            bridge::resolve_unchecked(assembly, name, Some(arguments), false)
+            bridge::resolve(assembly, name, Some(arguments), false)
         };
         let resolved = resolved.and_then(|r| {
             if session.scope().allows(&r.tool) {
@@ -449,25 +456,15 @@ impl Dispatcher {
                 .await
                 .map(|output| output.content),
             Err(error) => {
-                let asked = if via_bridge {
-                    arguments
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or(TOOL_CALL)
-                } else {
-                    name
-                };
-                session.record(Event {
-                    time: SystemTime::now(),
-                    call_id: 0,
-                    session: session.id().to_owned(),
-                    tool: asked.to_owned(),
-                    via_bridge,
-                    arguments: Value::Null,
-                    status: Status::Error,
-                    duration: Duration::ZERO,
-                    detail: Some(error.to_string()),
-                });
+                session.record(
+                    Event::new(
+                        session,
+                        called_tool(assembly, name, arguments),
+                        Status::Error,
+                    )
+                    .call(0, via_bridge)
+                    .detail(Some(error.to_string())),
+                );
                 Err(error.into())
             }
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use quiver_tool::executor::{BoxFuture, ToolError, ToolExecutor};
+use quiver_tool::executor::{BoxFuture, ToolError, ToolErrorKind, ToolExecutor};
 use quiver_tool::tool::{Tool, ToolSource};
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ impl ToolExecutor for McpExecutor {
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
             let ToolSource::Mcp(server) = tool.source() else {
-                return Err(ToolError::Unavailable(format!(
+                return Err(ToolError::unavailable(format!(
                     "`{}` is not an MCP tool",
                     tool.name()
                 )));
@@ -43,15 +43,30 @@ impl ToolExecutor for McpExecutor {
                 )
                 .await
                 .map(|output| output.to_json())
-                .map_err(|error| match error {
-                    McpCallError::Timeout { .. } => ToolError::TimedOut(error.to_string()),
-                    McpCallError::NotConnected { .. }
-                    | McpCallError::UnknownServer { .. }
-                    | McpCallError::Disconnected { .. } => {
-                        ToolError::Unavailable(error.to_string())
-                    }
-                    other => ToolError::Failed(other.to_string()),
-                })
+                .map_err(ToolError::from)
         })
+    }
+}
+
+impl From<McpCallError> for ToolError {
+    /// The MCP error's own code; an `isError` result keeps the tool's
+    /// `content` (and structured content) in `data`.
+    fn from(error: McpCallError) -> ToolError {
+        let kind = match &error {
+            McpCallError::Timeout { .. } => ToolErrorKind::TimedOut,
+            McpCallError::NotConnected { .. }
+            | McpCallError::UnknownServer { .. }
+            | McpCallError::Disconnected { .. } => ToolErrorKind::Unavailable,
+            _ => ToolErrorKind::Failed,
+        };
+        let data = match &error {
+            McpCallError::ToolError { output, .. } => Some(output.to_json()),
+            _ => None,
+        };
+        let tool_error = ToolError::new(kind, error.code(), error.to_string());
+        match data {
+            Some(data) => tool_error.with_data(data),
+            None => tool_error,
+        }
     }
 }

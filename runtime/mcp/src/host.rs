@@ -19,10 +19,8 @@ use super::config::McpServerConfig;
 use super::result::{McpToolOutput, map_result};
 use super::supervisor::{self, Backoff, Slot};
 use super::{DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, McpCallError};
-use quiver_tool::executor::ResolvedCall;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::status::{McpStatusView, ServerState, ServerStatus};
-use quiver_tool::tool::ToolSource;
 
 /// How the host runs its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,19 +176,6 @@ impl McpHost {
             }
             Ok(Ok(result)) => map_result(server, tool, result),
             Ok(Err(error)) => Err(service_error(server, tool, error)),
-        }
-    }
-
-    /// Calls the MCP tool a `tool_call` (or a direct call) resolved to.
-    pub async fn call_resolved(&self, call: &ResolvedCall) -> Result<McpToolOutput, McpCallError> {
-        match call.tool.source() {
-            ToolSource::Mcp(server) => {
-                self.call(server, call.tool.original_name(), call.arguments.clone())
-                    .await
-            }
-            _ => Err(McpCallError::NotMcpTool {
-                tool: call.tool.name().to_owned(),
-            }),
         }
     }
 

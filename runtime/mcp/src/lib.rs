@@ -36,8 +36,6 @@ pub use host::{McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
 pub use result::McpToolOutput;
 
-use serde_json::{Value, json};
-
 /// Why a connection to a server could not be made or kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum McpError {
@@ -197,15 +195,6 @@ impl McpCallError {
             McpCallError::ToolError { .. } => "tool_error",
             McpCallError::Transport { .. } => "transport_error",
         }
-    }
-
-    /// The error as the JSON tool result the model receives.
-    pub fn to_json(&self) -> Value {
-        let mut out = json!({"error": self.code(), "message": self.to_string()});
-        if let McpCallError::ToolError { output, .. } = self {
-            out["content"] = json!(output.content);
-        }
-        out
     }
 }
 

@@ -103,6 +103,6 @@ mod tests {
             error.to_string(),
             "MCP server `files` tool `read` failed: no such file"
         );
-        assert_eq!(error.to_json()["error"], "tool_error");
+        assert_eq!(error.code(), "tool_error");
     }
 }

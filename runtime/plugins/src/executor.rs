@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use quiver_tool::executor::{BoxFuture, ToolError, ToolExecutor};
+use quiver_tool::executor::{BoxFuture, ToolError, ToolErrorKind, ToolExecutor};
 use quiver_tool::tool::Tool;
 use serde_json::Value;
 
@@ -32,13 +32,24 @@ impl ToolExecutor for PluginExecutor {
             self.host
                 .call(tool.original_name(), arguments)
                 .await
-                .map_err(|error| match error {
-                    PluginCallError::Timeout { .. } => ToolError::TimedOut(error.to_string()),
-                    PluginCallError::UnknownTool { .. } | PluginCallError::Unhealthy { .. } => {
-                        ToolError::Unavailable(error.to_string())
-                    }
-                    other => ToolError::Failed(other.to_string()),
-                })
+                .map_err(ToolError::from)
         })
+    }
+}
+
+impl From<PluginCallError> for ToolError {
+    /// A code per kind of failure; a plugin's own error keeps the code the
+    /// plugin gave it.
+    fn from(error: PluginCallError) -> ToolError {
+        let (kind, code) = match &error {
+            PluginCallError::Timeout { .. } => (ToolErrorKind::TimedOut, "timed_out"),
+            PluginCallError::UnknownTool { .. } => (ToolErrorKind::Unavailable, "tool_unavailable"),
+            PluginCallError::Unhealthy { .. } => (ToolErrorKind::Unavailable, "plugin_unhealthy"),
+            PluginCallError::Panicked { .. } => (ToolErrorKind::Failed, "plugin_panicked"),
+            PluginCallError::BadResult { .. } => (ToolErrorKind::Failed, "plugin_bad_result"),
+            PluginCallError::Pool { .. } => (ToolErrorKind::Unavailable, "tool_unavailable"),
+            PluginCallError::Failed { .. } => (ToolErrorKind::Failed, "tool_failed"),
+        };
+        ToolError::new(kind, code, error.to_string())
     }
 }

@@ -18,7 +18,6 @@ use super::PluginError;
 use super::files::{self, is_plugin_file, pin_key};
 use super::generation::{CallFailure, Generation};
 use crate::settings::PluginsConfig;
-use quiver_tool::executor::ResolvedCall;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::tool::ToolSource;
 
@@ -534,15 +533,6 @@ impl PluginHost {
         };
         self.record_answer(&file, &generation);
         finish(&generation, tool, result)
-    }
-
-    /// Calls a tool the bridge resolved (plugin tools only).
-    pub async fn call_resolved(&self, call: &ResolvedCall) -> Result<Value, PluginCallError> {
-        self.call(
-            call.tool.original_name(),
-            &Value::Object(call.arguments.clone()),
-        )
-        .await
     }
 
     fn record_timeout(&self, file: &Path, generation: &Arc<Generation>) {

@@ -4,6 +4,7 @@
 //! [`CoreTools`] runs in-process closures and [`Executors`] routes a call
 //! to the executor of its tool's source.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -27,18 +28,96 @@ pub struct ResolvedCall {
     pub via_bridge: bool,
 }
 
-/// Why a tool did not produce a result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ToolError {
+/// How the chain treats a [`ToolError`]: the feed status it gives and
+/// whether a retry may help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorKind {
     /// The tool ran and reported a failure.
-    #[error("{0}")]
-    Failed(String),
-    /// The tool's own time limit passed (e.g. `plugins.call_timeout_ms`).
-    #[error("{0}")]
-    TimedOut(String),
-    /// Nothing can run this tool right now.
-    #[error("{0}")]
-    Unavailable(String),
+    Failed,
+    /// A time limit passed (the tool's own, or the chain's).
+    TimedOut,
+    /// Nothing can run this tool right now (not loaded, not connected).
+    Unavailable,
+}
+
+impl ToolErrorKind {
+    /// The code an error of this kind has when its source gives none.
+    pub fn default_code(self) -> &'static str {
+        match self {
+            ToolErrorKind::Failed => "tool_failed",
+            ToolErrorKind::TimedOut => "timed_out",
+            ToolErrorKind::Unavailable => "tool_unavailable",
+        }
+    }
+}
+
+/// Why a tool did not produce a result, in the shape of MCP's error data:
+/// a stable `code` (a field, never text inside the message), a `message`
+/// for the model, and `data` with whatever the source has to add (an MCP
+/// tool's own `content`, a command's output so far). What the model
+/// receives is [`ToolError::to_json`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// How the chain treats it.
+    pub kind: ToolErrorKind,
+    /// A short stable code, e.g. `not_found`, `tool_error`, `timed_out`.
+    pub code: Cow<'static, str>,
+    /// What went wrong, for the model.
+    pub message: String,
+    /// Anything else the source reports.
+    pub data: Option<Value>,
+}
+
+impl ToolError {
+    /// An error of `kind` with `code` and `message`.
+    pub fn new(
+        kind: ToolErrorKind,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> ToolError {
+        ToolError {
+            kind,
+            code: code.into(),
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The tool ran and failed (`tool_failed`).
+    pub fn failed(message: impl Into<String>) -> ToolError {
+        let kind = ToolErrorKind::Failed;
+        ToolError::new(kind, kind.default_code(), message)
+    }
+
+    /// A time limit passed (`timed_out`).
+    pub fn timed_out(message: impl Into<String>) -> ToolError {
+        let kind = ToolErrorKind::TimedOut;
+        ToolError::new(kind, kind.default_code(), message)
+    }
+
+    /// Nothing can run the tool (`tool_unavailable`).
+    pub fn unavailable(message: impl Into<String>) -> ToolError {
+        let kind = ToolErrorKind::Unavailable;
+        ToolError::new(kind, kind.default_code(), message)
+    }
+
+    /// The same error with `data` attached.
+    pub fn with_data(mut self, data: Value) -> ToolError {
+        self.data = Some(data);
+        self
+    }
+
+    /// The error as the model receives it: `{"error": code, "message",
+    /// "data"?}`.
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::json!({"error": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            out["data"] = data.clone();
+        }
+        out
+    }
 }
 
 /// Runs a tool call. `async fn` in a trait is not object safe, so the
@@ -114,7 +193,7 @@ impl ToolExecutor for CoreTools {
         let Some(run) = self.tools.get(tool.original_name()) else {
             let name = tool.name().to_owned();
             return Box::pin(async move {
-                Err(ToolError::Unavailable(format!(
+                Err(ToolError::unavailable(format!(
                     "no core implementation of `{name}`"
                 )))
             });
@@ -189,7 +268,7 @@ impl ToolExecutor for Executors {
                     tool.source().kind(),
                     tool.name()
                 );
-                Box::pin(async move { Err(ToolError::Unavailable(message)) })
+                Box::pin(async move { Err(ToolError::unavailable(message)) })
             }
         }
     }
