@@ -23,7 +23,7 @@ use quiver_tool::scope::Scope;
 
 /// `quiver call` arguments.
 #[derive(Args)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     /// The tool to call: an exposed tool name, or a bridge tool
     /// (`tool_call`, `tool_search`, `tool_describe`).
     name: String,
@@ -48,7 +48,7 @@ pub struct CallArgs {
 }
 
 /// Runs `quiver call`; exits non-zero when the call fails or is refused.
-pub fn run(args: CallArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
     let config = crate::load_config(args.config.as_deref())?.config;
     let arguments: Value = serde_json::from_str(&args.arguments)
         .with_context(|| format!("--arguments is not JSON: {}", args.arguments))?;

@@ -19,7 +19,7 @@ use quiver_dispatch::approval::terminal::TerminalApprover;
 
 /// `quiver chat` arguments.
 #[derive(Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// Config file (default: the embedded default config).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -44,7 +44,7 @@ const HELP: &str =
     "/tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
 
 /// Runs the conversation until `/quit` or the end of input.
-pub fn run(args: ChatArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut config = crate::load_config(args.config.as_deref())?.config;
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 /// `quiver example-mcp-server` arguments.
 #[derive(Args)]
-pub struct ExampleServerArgs {
+pub(crate) struct ExampleServerArgs {
     /// The notes file (default: notes.json in the state directory).
     #[arg(long)]
     file: Option<PathBuf>,
@@ -205,7 +205,7 @@ impl ServerHandler for NotesServer {
 }
 
 /// Serves the notes on stdin/stdout until the client goes away.
-pub fn run(args: ExampleServerArgs) -> Result<()> {
+pub(crate) fn run(args: ExampleServerArgs) -> Result<()> {
     let file = match args.file {
         Some(file) => file,
         None => {

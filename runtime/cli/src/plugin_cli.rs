@@ -14,7 +14,7 @@ use quiver_plugins::{PluginHost, PluginHostOptions, ReloadOutcome};
 use quiver_tool::registry::ToolRegistry;
 
 #[derive(Subcommand)]
-pub enum PluginCommand {
+pub(crate) enum PluginCommand {
     /// Scaffold a plugin crate that builds and loads as is.
     New {
         /// Plugin name: lowercase letters, digits, `_` and `-`.
@@ -52,7 +52,7 @@ pub enum PluginCommand {
     },
 }
 
-pub fn run(command: PluginCommand) -> Result<ExitCode> {
+pub(crate) fn run(command: PluginCommand) -> Result<ExitCode> {
     match command {
         PluginCommand::New {
             name,

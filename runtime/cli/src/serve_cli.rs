@@ -23,14 +23,14 @@ use quiver_dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
 /// running daemon listens.
-pub const DAEMON_FILE: &str = "daemon.json";
+pub(crate) const DAEMON_FILE: &str = "daemon.json";
 
 /// What [`DAEMON_FILE`] holds: where the running daemon listens, its
 /// process and its token file. Read leniently: a missing or malformed field
 /// reads as empty (`pid` 0), so a reader can say which part is wrong.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct DaemonFile {
+pub(crate) struct DaemonFile {
     /// `http://ADDRESS:PORT`.
     pub url: String,
     /// The daemon's process id.
@@ -41,12 +41,12 @@ pub struct DaemonFile {
 
 impl DaemonFile {
     /// Its path in `state_dir`.
-    pub fn path(state_dir: &Path) -> PathBuf {
+    pub(crate) fn path(state_dir: &Path) -> PathBuf {
         state_dir.join(DAEMON_FILE)
     }
 
     /// The file of `state_dir`; `None` when there is none.
-    pub fn read(state_dir: &Path) -> Option<DaemonFile> {
+    pub(crate) fn read(state_dir: &Path) -> Option<DaemonFile> {
         let text = std::fs::read_to_string(DaemonFile::path(state_dir)).ok()?;
         Some(serde_json::from_str(&text).unwrap_or_default())
     }
@@ -64,7 +64,7 @@ impl DaemonFile {
 
 /// `quiver serve` arguments.
 #[derive(Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Config file (default: the embedded default config).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -89,7 +89,7 @@ pub struct ServeArgs {
 }
 
 /// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
-pub fn run(args: ServeArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     let mut config = crate::load_config(args.config.as_deref())?.config;
     if let Some(listen) = args.listen {
         config.serve.listen = listen;

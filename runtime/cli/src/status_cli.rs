@@ -21,7 +21,7 @@ use crate::serve_cli::DaemonFile;
 
 /// `quiver status` arguments.
 #[derive(Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Config file (default: the embedded default config).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -41,7 +41,7 @@ pub struct StatusArgs {
 }
 
 /// Runs `quiver status`; exits non-zero when an enabled MCP server is not ready.
-pub fn run(args: StatusArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: StatusArgs) -> Result<ExitCode> {
     let mut config = crate::load_config(args.config.as_deref())?.config;
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());
