@@ -20,6 +20,7 @@ mod core_tools_cannot_escape_the_workspace;
 mod core_tools_config_errors_name_key_and_line;
 mod core_tools_read_write_list_search;
 mod core_tools_run_command_environment_is_filtered;
+mod core_tools_run_command_is_sandboxed;
 mod core_tools_run_command_needs_approval_by_default;
 mod core_tools_run_command_reports_output_and_exit_code;
 mod core_tools_run_command_timeout_kills_the_process_group;

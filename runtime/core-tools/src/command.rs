@@ -8,9 +8,13 @@
 //! when the caller goes away (the dispatch chain's own timeout drops the
 //! call). The working directory is entered through the workspace handle
 //! (`fchdir` on the directory opened inside the root), so a directory
-//! swapped for a symlink cannot move it out. The command itself is not
-//! sandboxed: it can reach whatever the daemon's user can, which is why it
-//! needs approval by default.
+//! swapped for a symlink cannot move it out. With
+//! `run_command.sandbox: landlock` (the default) the command runs in the
+//! Landlock sandbox of [`crate::sandbox`]: the system read-only, the
+//! workspace and a private temporary directory read-write, nothing else
+//! (no state directory, config, `HOME` or `/proc`). Where the kernel has
+//! no Landlock, or with `sandbox: off`, it can reach whatever the daemon's
+//! user can, which is why it needs approval by default.
 
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -27,7 +31,8 @@ use tokio::process::Command;
 
 use super::error::{CoreToolError, ErrorKind};
 use super::parse_args;
-use super::settings::RunCommandConfig;
+use super::sandbox::CommandSandbox;
+use super::settings::{RunCommandConfig, SandboxMode};
 use super::workspace::{Workspace, dot_if_empty, shown};
 use quiver_process::ProcessGroup;
 
@@ -185,6 +190,41 @@ pub(crate) async fn run_command(
     unsafe {
         command.pre_exec(enter_cwd);
     }
+    // The sandbox and its private temporary directory live to the end of
+    // the call (the ruleset descriptor must outlive `spawn`; the directory
+    // is removed when the call ends).
+    let (_sandbox, _temp) = match config.sandbox {
+        SandboxMode::Off => (None, None),
+        SandboxMode::Landlock => {
+            let temp = tempfile::Builder::new()
+                .prefix("quiver-run-command-")
+                .tempdir()
+                .map_err(|e| {
+                    fail(ErrorKind::Spawn {
+                        program: program.clone(),
+                        command: args.command.clone(),
+                        message: format!("cannot make the command's temporary directory: {e}"),
+                    })
+                })?;
+            let sandbox = CommandSandbox::new(workspace.root(), temp.path()).map_err(|e| {
+                fail(ErrorKind::Spawn {
+                    program: program.clone(),
+                    command: args.command.clone(),
+                    message: format!("cannot set up the Landlock sandbox: {e}"),
+                })
+            })?;
+            command.env("TMPDIR", temp.path());
+            if let Some(sandbox) = &sandbox {
+                // SAFETY: the closure makes two raw system calls and
+                // allocates nothing (see `CommandSandbox::pre_exec`); the
+                // ruleset descriptor stays open until spawn has returned.
+                unsafe {
+                    command.pre_exec(sandbox.pre_exec());
+                }
+            }
+            (sandbox, Some(temp))
+        }
+    };
     let started = Instant::now();
     let mut child = command.spawn().map_err(|e| {
         fail(ErrorKind::Spawn {

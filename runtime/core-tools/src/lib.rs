@@ -23,6 +23,7 @@
 pub mod command;
 pub mod error;
 pub mod files;
+pub mod sandbox;
 pub mod search;
 pub mod settings;
 pub mod walk;
@@ -40,6 +41,7 @@ pub use error::{CoreToolError, ErrorKind};
 use quiver_tool::executor::{CoreTools, ToolError};
 use quiver_tool::registry::{RegistrationReport, ToolRegistry};
 use quiver_tool::tool::{ToolSource, ToolSpec};
+use settings::SandboxMode;
 pub use settings::{CommandEnvironment, CoreToolName, CoreToolsConfig, RunCommandConfig};
 use workspace::Workspace;
 
@@ -113,6 +115,19 @@ impl CoreToolSet {
                 source,
             },
         })?;
+        if config.is_enabled(CoreToolName::RunCommand) {
+            match config.run_command.sandbox {
+                SandboxMode::Landlock if !sandbox::landlock_available() => tracing::warn!(
+                    "this kernel does not enforce Landlock: run_command runs unconfined and every command needs approval"
+                ),
+                SandboxMode::Landlock => {
+                    tracing::info!("run_command runs in the Landlock sandbox")
+                }
+                SandboxMode::Off => tracing::warn!(
+                    "core_tools.run_command.sandbox is off: commands reach whatever this user can"
+                ),
+            }
+        }
         Ok(CoreToolSet {
             inner: Arc::new(Inner {
                 config: config.clone(),

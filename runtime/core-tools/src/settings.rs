@@ -10,6 +10,8 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use quiver_config::Spanned;
 use serde::Deserialize;
 
+pub use crate::sandbox::SandboxMode;
+
 use quiver_config::{ConfigError, ConfigWarning, IntKey, clamp, invalid_at};
 
 /// One built-in core tool.
@@ -71,6 +73,8 @@ pub struct RunCommandConfig {
     pub shell: Vec<String>,
     /// The environment commands start with.
     pub environment: CommandEnvironment,
+    /// The sandbox commands run in (see [`crate::sandbox`]).
+    pub sandbox: SandboxMode,
 }
 
 impl Default for RunCommandConfig {
@@ -81,6 +85,7 @@ impl Default for RunCommandConfig {
             max_output_bytes: 32_768,
             shell: vec!["sh".to_owned(), "-c".to_owned()],
             environment: CommandEnvironment::default(),
+            sandbox: SandboxMode::default(),
         }
     }
 }
@@ -223,9 +228,14 @@ impl CoreToolsConfig {
     }
 
     /// Tool-name globs that must join `approval.require`: `run_command`
-    /// when it is enabled and `run_command.require_approval` is set.
+    /// when it is enabled and `run_command.require_approval` is set, or
+    /// when its Landlock sandbox was asked for and this kernel cannot
+    /// enforce it (an unconfined command is never run unasked).
     pub fn approval_globs(&self) -> Vec<String> {
-        let needs = self.is_enabled(CoreToolName::RunCommand) && self.run_command.require_approval;
+        let unconfined = self.run_command.sandbox == SandboxMode::Landlock
+            && !crate::sandbox::landlock_available();
+        let needs = self.is_enabled(CoreToolName::RunCommand)
+            && (self.run_command.require_approval || unconfined);
         needs
             .then(|| CoreToolName::RunCommand.as_str().to_owned())
             .into_iter()
@@ -263,11 +273,12 @@ struct RawRunCommand {
     shell: Option<Spanned<Vec<String>>>,
     env_inherit: Option<Spanned<Vec<String>>>,
     env: Option<Spanned<BTreeMap<String, String>>>,
+    sandbox: Option<SandboxMode>,
 }
 
 const CORE_TOOLS_KEYS: &str = "enabled, workspace, max_read_bytes, max_write_bytes, max_list_entries, max_search_matches, run_command";
 const RUN_COMMAND_KEYS: &str =
-    "require_approval, timeout_s, max_output_bytes, shell, env_inherit, env";
+    "require_approval, timeout_s, max_output_bytes, shell, env_inherit, env, sandbox";
 const TOOL_NAMES: &str = "read_file, write_file, list_dir, search_files, run_command";
 
 const MAX_READ_BYTES: IntKey = IntKey {
@@ -334,6 +345,7 @@ pub fn allowed_for(key: &str) -> Option<String> {
             "a list of variable-name globs, e.g. [PATH, HOME, \"LC_*\"] ([\"*\"]: all); default [{}]",
             DEFAULT_ENV_INHERIT.join(", ")
         ),
+        (true, "sandbox") => "landlock, off".into(),
         (true, "env") => {
             "a map of variable name (no `=`, not empty) to string value, e.g. {CI: \"1\"}".into()
         }
@@ -503,6 +515,7 @@ pub fn validate_core_tools(
         ),
         shell,
         environment,
+        sandbox: raw_run.sandbox.unwrap_or_default(),
     };
     Ok(CoreToolsConfig {
         enabled,

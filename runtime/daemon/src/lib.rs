@@ -251,6 +251,14 @@ impl Daemon {
         let core = CoreToolSet::new(&config.core_tools)?;
         core.register(&registry);
         let core_workspace = core.workspace_root().to_path_buf();
+        let state_real = std::fs::canonicalize(&state_dir).unwrap_or_else(|_| state_dir.clone());
+        if state_real.starts_with(&core_workspace) {
+            tracing::warn!(
+                state_dir = %state_dir.display(),
+                workspace = %core_workspace.display(),
+                "the state directory (token, sessions) lies inside the core tools' workspace, where commands can read it; set serve.state_dir or core_tools.workspace so that it does not"
+            );
+        }
 
         let mut plugin_config = config.plugins.clone();
         if plugin_config.state_dir.is_none() {

@@ -19,7 +19,7 @@ fn defaults_offer_every_tool_with_approval_for_commands() {
 
 #[test]
 fn full_section_is_read() {
-    let text = "core_tools:\n  enabled: [run_command, read_file, read_file]\n  workspace: work\n  max_read_bytes: 2048\n  max_write_bytes: 100\n  max_list_entries: 10\n  max_search_matches: 5\n  run_command:\n    require_approval: false\n    timeout_s: 7\n    max_output_bytes: 4096\n    shell: [bash, -lc]\n";
+    let text = "core_tools:\n  enabled: [run_command, read_file, read_file]\n  workspace: work\n  max_read_bytes: 2048\n  max_write_bytes: 100\n  max_list_entries: 10\n  max_search_matches: 5\n  run_command:\n    require_approval: false\n    timeout_s: 7\n    max_output_bytes: 4096\n    shell: [bash, -lc]\n    sandbox: off\n";
     let loaded = parse(text, "q.yaml").unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     let c = loaded.config.core_tools;
@@ -45,6 +45,7 @@ fn full_section_is_read() {
             max_output_bytes: 4096,
             shell: vec!["bash".into(), "-lc".into()],
             environment: CommandEnvironment::default(),
+            sandbox: quiver_core_tools::settings::SandboxMode::Off,
         }
     );
     assert!(c.approval_globs().is_empty());
