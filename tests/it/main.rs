@@ -29,6 +29,7 @@ mod daemon_api_errors_are_json;
 mod daemon_approval_through_the_api;
 mod daemon_concurrent_sessions_never_mix;
 mod daemon_gateway_session_ids_are_reserved;
+mod daemon_idle_sessions_leave_memory;
 mod daemon_mcp_gateway_over_http;
 mod daemon_mcp_gateway_over_stdio;
 mod daemon_one_serve_per_state_dir;

@@ -175,6 +175,13 @@ pub struct DaemonOptions {
     pub watch_plugins: bool,
 }
 
+/// How long a loaded session may stay unused before it leaves memory
+/// (it is loaded again from the store on use).
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// How often idle sessions are looked for.
+pub const SESSION_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A session the daemon has loaded.
 #[derive(Debug)]
 pub struct LiveSession {
@@ -183,6 +190,23 @@ pub struct LiveSession {
     /// Its scope, approvals and event stream.
     pub session: Arc<Session>,
     turn: Arc<AsyncMutex<()>>,
+    last_used: std::sync::Mutex<Instant>,
+}
+
+impl LiveSession {
+    fn touch(&self) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+    }
+
+    fn idle_for(&self) -> std::time::Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .elapsed()
+    }
 }
 
 /// What a new session asks for.
@@ -318,7 +342,7 @@ impl Daemon {
         );
         let records = tokio::sync::broadcast::channel(config.feed.capacity.max(16)).0;
         let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
-        Ok(Arc::new(Daemon {
+        let daemon = Arc::new(Daemon {
             config,
             state_dir,
             store,
@@ -337,7 +361,22 @@ impl Daemon {
             _watcher: watcher,
             persister: std::sync::Mutex::new(Some(persister)),
             records,
-        }))
+        });
+        let weak = Arc::downgrade(&daemon);
+        tokio::spawn(async move {
+            let mut sweep = tokio::time::interval(SESSION_SWEEP);
+            sweep.tick().await;
+            loop {
+                sweep.tick().await;
+                let Some(daemon) = weak.upgrade() else { break };
+                let dropped = daemon.evict_idle_sessions(SESSION_IDLE);
+                if dropped > 0 {
+                    release_free_memory();
+                    tracing::debug!(dropped, "idle sessions left memory");
+                }
+            }
+        });
+        Ok(daemon)
     }
 
     /// The validated config it runs.
@@ -471,6 +510,7 @@ impl Daemon {
     /// A session, loaded from the store when this process has not seen it yet.
     pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, DaemonError> {
         if let Some(live) = self.sessions.get(id) {
+            live.touch();
             return Ok(live.clone());
         }
         let record = self
@@ -519,6 +559,7 @@ impl Daemon {
             record,
             session,
             turn: Arc::new(AsyncMutex::new(())),
+            last_used: std::sync::Mutex::new(Instant::now()),
         }))
     }
 
@@ -539,6 +580,7 @@ impl Daemon {
                 return Err(taken());
             }
             if live.record.grants == grants {
+                live.touch();
                 return Ok(live.clone());
             }
         }
@@ -581,6 +623,36 @@ impl Daemon {
             dashmap::Entry::Occupied(held) => held.get().clone(),
             dashmap::Entry::Vacant(slot) => slot.insert(live).clone(),
         })
+    }
+
+    /// Drops from memory every loaded session unused for `idle` that holds
+    /// nothing the store does not: no request holds it, no turn runs, no
+    /// one watches its events, no tool was approved for it, and no loaded
+    /// subagent names it as parent. It is loaded again from the store on
+    /// its next use. Returns how many were dropped. A background task of
+    /// [`Daemon::start`] runs this every [`SESSION_SWEEP`] with
+    /// [`SESSION_IDLE`].
+    pub fn evict_idle_sessions(&self, idle: std::time::Duration) -> usize {
+        let parents: std::collections::HashSet<String> = self
+            .sessions
+            .iter()
+            .filter_map(|live| live.record.parent.clone())
+            .collect();
+        let before = self.sessions.len();
+        self.sessions.retain(|id, live| {
+            let unused = Arc::strong_count(live) == 1
+                && live.turn.try_lock().is_ok()
+                && live.session.is_idle()
+                && !parents.contains(id)
+                && live.idle_for() >= idle;
+            !unused
+        });
+        before.saturating_sub(self.sessions.len())
+    }
+
+    /// How many sessions are loaded in memory now.
+    pub fn loaded_sessions(&self) -> usize {
+        self.sessions.len()
     }
 
     /// Every stored session.
@@ -762,6 +834,18 @@ async fn persist_events(
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
         }
+    }
+}
+
+/// Hands memory freed by dropped sessions back to the system: glibc's
+/// allocator keeps freed heap pages otherwise, so a daemon's RSS would
+/// only ever grow after a burst of sessions.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes an integer and only walks the allocator's
+    // own free lists, under its own locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -36,20 +36,21 @@ pub struct Session {
     parent: Option<String>,
     scope: Scope,
     feed: Arc<ActivityFeed>,
-    events: broadcast::Sender<Arc<Event>>,
+    /// Made when someone subscribes and dropped when the last receiver is
+    /// gone: an unwatched session holds no event buffer.
+    events: Mutex<Option<broadcast::Sender<Arc<Event>>>>,
     approved_tools: Mutex<HashSet<String>>,
 }
 
 impl Session {
     /// A top-level session with `scope`, publishing into `feed`.
     pub fn new(id: impl Into<String>, scope: Scope, feed: Arc<ActivityFeed>) -> Arc<Session> {
-        let events = broadcast::channel(feed.capacity()).0;
         Arc::new(Session {
             id: id.into(),
             parent: None,
             scope,
             feed,
-            events,
+            events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
         })
     }
@@ -97,13 +98,12 @@ impl Session {
         id: impl Into<String>,
         scope: Scope,
     ) -> Arc<Session> {
-        let events = broadcast::channel(self.feed.capacity()).0;
         Arc::new(Session {
             id: id.into(),
             parent: Some(self.id.clone()),
             scope: scope.narrowed_to(&self.scope),
             feed: self.feed.clone(),
-            events,
+            events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
         })
     }
@@ -128,16 +128,46 @@ impl Session {
         &self.feed
     }
 
+    /// Whether nothing of this session lives only in memory: no one is
+    /// watching its events and no tool was approved for the session, so it
+    /// can be dropped and rebuilt from the store without losing anything.
+    pub fn is_idle(&self) -> bool {
+        let watched = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|tx| tx.receiver_count() > 0);
+        let approved = !self
+            .approved_tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        !watched && !approved
+    }
+
     /// This session's events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.events.subscribe()
+        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        events
+            .get_or_insert_with(|| broadcast::channel(self.feed.capacity()).0)
+            .subscribe()
     }
 
     /// Publishes an event to this session's stream and the process feed.
     pub fn record(&self, event: Event) {
         let event = Arc::new(event);
         // No receiver is not an error: nobody is watching.
-        let _ = self.events.send(event.clone());
+        {
+            let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+            if events.as_ref().is_some_and(|tx| tx.receiver_count() == 0) {
+                *events = None;
+            }
+            if let Some(tx) = events.as_ref() {
+                // A receiver may go between the check and the send: not an error.
+                let _ = tx.send(event.clone());
+            }
+        }
         self.feed.publish(event);
     }
 
