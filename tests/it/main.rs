@@ -17,6 +17,7 @@ mod config_check_accepts_a_good_file;
 mod config_check_rejects_invalid_files;
 mod config_check_warns_on_out_of_range_numbers;
 mod core_tools_cannot_escape_the_workspace;
+mod core_tools_cannot_read_the_state_dir;
 mod core_tools_config_errors_name_key_and_line;
 mod core_tools_read_write_list_search;
 mod core_tools_run_command_environment_is_filtered;

@@ -113,9 +113,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, args.grants, args.dev).await
+            serve_stdio(config, args.config, args.grants, args.dev).await
         } else {
-            serve_http(config, args.allow_non_loopback, args.dev).await
+            serve_http(config, args.config, args.allow_non_loopback, args.dev).await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -125,7 +125,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<()> {
+async fn serve_stdio(
+    config: Config,
+    config_file: Option<PathBuf>,
+    grants: Vec<String>,
+    dev: bool,
+) -> Result<()> {
     let grants = if grants.is_empty() {
         config.gateway.grants.clone()
     } else {
@@ -138,6 +143,7 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
+            config_file,
         },
     )
     .await?;
@@ -163,7 +169,12 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
     std::process::exit(0);
 }
 
-async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
+async fn serve_http(
+    config: Config,
+    config_file: Option<PathBuf>,
+    any_host: bool,
+    dev: bool,
+) -> Result<()> {
     let listen = config.serve.listen;
     let daemon = Daemon::start(
         config,
@@ -171,6 +182,7 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
             dev,
             approver: None,
             watch_plugins: true,
+            config_file,
         },
     )
     .await?;

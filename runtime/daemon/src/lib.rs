@@ -173,6 +173,9 @@ pub struct DaemonOptions {
     pub approver: Option<Arc<dyn Approver>>,
     /// Watch the plugin directories for changes (on for `serve` and `chat`).
     pub watch_plugins: bool,
+    /// The config file it was started with, if any: kept from the core
+    /// tools with the state directory.
+    pub config_file: Option<PathBuf>,
 }
 
 /// A session the daemon has loaded.
@@ -248,7 +251,12 @@ impl Daemon {
         let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
         let registry = Arc::new(ToolRegistry::new());
 
-        let core = CoreToolSet::new(&config.core_tools)?;
+        // The model never reads or writes the state (the token, the
+        // database, plugin copies) or the config, even inside its workspace.
+        let mut protected = vec![state_dir.clone()];
+        protected.extend(config.plugins.state_dir.clone());
+        protected.extend(options.config_file.clone());
+        let core = CoreToolSet::protecting(&config.core_tools, &protected)?;
         core.register(&registry);
         let core_workspace = core.workspace_root().to_path_buf();
 
