@@ -76,6 +76,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
                 dev: args.dev,
                 approver: Some(approver),
                 watch_plugins: false,
+                config_file: args.config.clone(),
             },
         )
         .await?;

@@ -80,6 +80,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 dev: args.dev,
                 approver: Some(Arc::new(approver)),
                 watch_plugins: true,
+                config_file: args.config.clone(),
             },
         )
         .await?;

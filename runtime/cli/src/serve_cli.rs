@@ -103,15 +103,19 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
             config.serve.listen
         );
     }
+    // One daemon per state directory, decided before anything starts: a
+    // refused second one must not run plugins' startup code, start MCP
+    // servers, open the database or clear the first one's plugin copies.
+    let _serving = lock_state_dir(&config.serve.state_dir())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, args.grants, args.dev).await
+            serve_stdio(config, args.config, args.grants, args.dev).await
         } else {
-            serve_http(config, args.allow_non_loopback, args.dev).await
+            serve_http(config, args.config, args.allow_non_loopback, args.dev).await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -121,7 +125,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<()> {
+async fn serve_stdio(
+    config: Config,
+    config_file: Option<PathBuf>,
+    grants: Vec<String>,
+    dev: bool,
+) -> Result<()> {
     let grants = if grants.is_empty() {
         config.gateway.grants.clone()
     } else {
@@ -134,6 +143,7 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
+            config_file,
         },
     )
     .await?;
@@ -159,7 +169,12 @@ async fn serve_stdio(config: Config, grants: Vec<String>, dev: bool) -> Result<(
     std::process::exit(0);
 }
 
-async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
+async fn serve_http(
+    config: Config,
+    config_file: Option<PathBuf>,
+    any_host: bool,
+    dev: bool,
+) -> Result<()> {
     let listen = config.serve.listen;
     let daemon = Daemon::start(
         config,
@@ -167,6 +182,7 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
             dev,
             approver: None,
             watch_plugins: true,
+            config_file,
         },
     )
     .await?;
@@ -176,15 +192,16 @@ async fn serve_http(config: Config, any_host: bool, dev: bool) -> Result<()> {
     served
 }
 
-/// Serves the started `daemon` on `listen` until a signal.
-async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
-    // One daemon per state directory: a second one would share its
-    // database and overwrite its `daemon.json`.
-    let lock_path = daemon.state_dir().join(locks::SERVE_LOCK);
-    let _serving = locks::try_lock_path(&lock_path)
+/// Makes `state_dir` (private) and takes its [`locks::SERVE_LOCK`]: a
+/// second daemon would share its database and overwrite its `daemon.json`.
+fn lock_state_dir(state_dir: &Path) -> Result<locks::FileLock> {
+    quiver_config::paths::make_private_dir(state_dir)
+        .with_context(|| format!("state directory {}", state_dir.display()))?;
+    let lock_path = state_dir.join(locks::SERVE_LOCK);
+    locks::try_lock_path(&lock_path)
         .with_context(|| format!("cannot lock {}", lock_path.display()))?
         .with_context(|| {
-            let running = DaemonFile::read(daemon.state_dir())
+            let running = DaemonFile::read(state_dir)
                 .map(|d| {
                     let url = if d.url.is_empty() { "?" } else { &d.url };
                     format!(" (process {}, {url})", d.pid)
@@ -192,9 +209,13 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
                 .unwrap_or_default();
             format!(
                 "another quiver serve{running} uses the state directory {}; stop it, or give this one its own --state-dir",
-                daemon.state_dir().display()
+                state_dir.display()
             )
-        })?;
+        })
+}
+
+/// Serves the started `daemon` on `listen` until a signal.
+async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
     let token = auth::load_or_create_token(daemon.state_dir())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await

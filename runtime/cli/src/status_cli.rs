@@ -178,6 +178,7 @@ async fn local_status(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: false,
+            config_file: None,
         },
     )
     .await?;

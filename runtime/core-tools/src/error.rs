@@ -28,6 +28,15 @@ pub enum ErrorKind {
         /// The path.
         path: String,
     },
+    /// The path is (or is inside) something the runtime keeps from the
+    /// tools: the state directory, plugin state, the config file, tokens.
+    #[error(
+        "`{path}` is protected: the daemon's state directory, plugin state, config file and token files are not available to tools"
+    )]
+    PathProtected {
+        /// The path.
+        path: String,
+    },
     /// Nothing exists at the path.
     #[error("`{path}` does not exist")]
     NotFound {
@@ -139,6 +148,7 @@ impl ErrorKind {
     pub fn code(&self) -> &'static str {
         match self {
             ErrorKind::PathOutsideWorkspace { .. } => "path_outside_workspace",
+            ErrorKind::PathProtected { .. } => "path_protected",
             ErrorKind::NotFound { .. } | ErrorKind::ParentNotFound { .. } => "not_found",
             ErrorKind::IsADirectory { .. } => "is_a_directory",
             ErrorKind::NotADirectory { .. } => "not_a_directory",

@@ -301,6 +301,7 @@ pub(crate) fn write_file(
     let (Some(target_parent), Some(target_name)) = (target.parent(), target.file_name()) else {
         return Err(fail(ErrorKind::IsADirectory { path: args.path }));
     };
+    workspace.check_protected(WRITE_FILE, &target, &args.path)?;
     let directory = workspace.open_dir(WRITE_FILE, target_parent, &parent_shown)?;
     let existing = match directory.symlink_metadata(target_name) {
         Ok(metadata) => Some(metadata),
@@ -309,6 +310,13 @@ pub(crate) fn write_file(
     };
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(fail(ErrorKind::IsADirectory { path: args.path }));
+    }
+    // A FIFO, socket or device is not replaced by a regular file.
+    if existing
+        .as_ref()
+        .is_some_and(|m| !m.is_file() && !m.file_type().is_symlink())
+    {
+        return Err(fail(ErrorKind::NotARegularFile { path: args.path }));
     }
     let mut temp =
         cap_tempfile::TempFile::new(&directory).map_err(|e| io_error(&parent_shown, e))?;
@@ -358,28 +366,38 @@ pub(crate) fn list_dir(
     let relative = workspace.relative(LIST_DIR, requested)?;
     let dir = workspace.open_dir(LIST_DIR, &relative, requested)?;
     let start = workspace.canonical(LIST_DIR, &relative, requested)?;
+    workspace.check_protected(LIST_DIR, &start, requested)?;
     let mut rules = IgnoreRules::for_start(workspace, &start);
     let mut entries = Vec::new();
     let mut truncated = false;
-    let summary = walk::walk(&dir, &start, &mut rules, depth, cancel, &mut |entry| {
-        if entries.len() >= config.max_list_entries {
-            truncated = true;
-            return Flow::Stop;
-        }
-        let mut item = Map::new();
-        item.insert("path".into(), json!(shown(entry.relative)));
-        item.insert("type".into(), json!(entry.kind.as_str()));
-        if entry.kind == EntryKind::File
-            && let Ok(metadata) = entry.parent.symlink_metadata(entry.name)
-        {
-            item.insert("size".into(), json!(metadata.len()));
-        }
-        if entry.ignored {
-            item.insert("ignored".into(), json!(true));
-        }
-        entries.push(Value::Object(item));
-        Flow::Continue
-    });
+    let protected = workspace.protected_inside();
+    let summary = walk::walk(
+        &dir,
+        &start,
+        &mut rules,
+        depth,
+        cancel,
+        protected,
+        &mut |entry| {
+            if entries.len() >= config.max_list_entries {
+                truncated = true;
+                return Flow::Stop;
+            }
+            let mut item = Map::new();
+            item.insert("path".into(), json!(shown(entry.relative)));
+            item.insert("type".into(), json!(entry.kind.as_str()));
+            if entry.kind == EntryKind::File
+                && let Ok(metadata) = entry.parent.symlink_metadata(entry.name)
+            {
+                item.insert("size".into(), json!(metadata.len()));
+            }
+            if entry.ignored {
+                item.insert("ignored".into(), json!(true));
+            }
+            entries.push(Value::Object(item));
+            Flow::Continue
+        },
+    );
     let mut result = json!({
         "path": shown(&start),
         "depth": depth,
@@ -407,6 +425,7 @@ pub(crate) fn list_dir(
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::FileTypeExt;
 
     fn setup(max_read_bytes: usize) -> (tempfile::TempDir, Workspace, CoreToolsConfig) {
         let temp = tempfile::tempdir().unwrap();
@@ -426,6 +445,24 @@ mod tests {
 
     fn read(ws: &Workspace, config: &CoreToolsConfig, value: Value) -> Value {
         read_file(ws, config, args(value), &AtomicBool::new(false)).unwrap()
+    }
+
+    #[test]
+    fn a_fifo_is_not_replaced_by_write_file() {
+        let (temp, ws, config) = setup(1024);
+        let fifo = temp.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let error = write_file(
+            &ws,
+            &config,
+            args(json!({"path": "pipe", "content": "x"})),
+            &AtomicBool::new(false),
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), "not_a_regular_file");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
 
     #[test]

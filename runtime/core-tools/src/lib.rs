@@ -104,8 +104,18 @@ impl CoreToolSet {
     /// Opens `config.workspace` (which must be an existing directory) and
     /// holds the tools `config.enabled` names.
     pub fn new(config: &CoreToolsConfig) -> Result<CoreToolSet, CoreToolsError> {
+        CoreToolSet::protecting(config, &[])
+    }
+
+    /// As [`CoreToolSet::new`], with `protected` (the runtime's state
+    /// directory, plugin state, config file, token files) kept from every
+    /// file tool even where it lies inside the workspace: `path_protected`.
+    pub fn protecting(
+        config: &CoreToolsConfig,
+        protected: &[PathBuf],
+    ) -> Result<CoreToolSet, CoreToolsError> {
         let path = config.workspace.clone();
-        let workspace = Workspace::open(&path).map_err(|source| match source.kind() {
+        let mut workspace = Workspace::open(&path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => CoreToolsError::WorkspaceMissing { path: path.clone() },
             io::ErrorKind::NotADirectory => {
                 CoreToolsError::WorkspaceNotADirectory { path: path.clone() }
@@ -128,6 +138,7 @@ impl CoreToolSet {
                 ),
             }
         }
+        workspace.protect(protected);
         Ok(CoreToolSet {
             inner: Arc::new(Inner {
                 config: config.clone(),

@@ -184,6 +184,7 @@ pub(crate) fn search_files(
     let requested = args.path.as_deref().unwrap_or(".");
     let relative = workspace.relative(SEARCH_FILES, requested)?;
     let start = workspace.canonical(SEARCH_FILES, &relative, requested)?;
+    workspace.check_protected(SEARCH_FILES, &start, requested)?;
     let max = args
         .max_matches
         .unwrap_or(config.max_search_matches as u64)
@@ -210,6 +211,7 @@ pub(crate) fn search_files(
             &mut rules,
             MAX_WALK_DEPTH,
             cancel,
+            workspace.protected_inside(),
             &mut |entry| {
                 if entry.ignored
                     || entry.kind != EntryKind::File

@@ -188,9 +188,11 @@ pub(crate) fn walk(
     rules: &mut IgnoreRules,
     max_depth: usize,
     cancel: &AtomicBool,
+    protected: &[PathBuf],
     visit: &mut dyn FnMut(&Entry<'_>) -> Flow,
 ) -> WalkSummary {
     let mut walker = Walker {
+        protected,
         rules,
         max_depth: max_depth.min(MAX_WALK_DEPTH),
         cancel,
@@ -201,6 +203,8 @@ pub(crate) fn walk(
 }
 
 struct Walker<'a> {
+    /// Paths relative to the root that are neither shown nor entered.
+    protected: &'a [PathBuf],
     rules: &'a mut IgnoreRules,
     max_depth: usize,
     cancel: &'a AtomicBool,
@@ -233,6 +237,9 @@ impl Walker<'_> {
                 return Flow::Stop;
             }
             let child = relative.join(&name);
+            if self.protected.iter().any(|p| child.starts_with(p)) {
+                continue;
+            }
             let is_dir = kind == EntryKind::Dir;
             let ignored = name == ".git" || self.rules.is_ignored(&child, is_dir);
             let entry = Entry {
@@ -301,7 +308,7 @@ mod tests {
         let mut rules = IgnoreRules::for_start(ws, &start);
         let mut seen = Vec::new();
         let cancel = AtomicBool::new(false);
-        let summary = walk(&dir, &start, &mut rules, depth, &cancel, &mut |e| {
+        let summary = walk(&dir, &start, &mut rules, depth, &cancel, &[], &mut |e| {
             seen.push((
                 e.relative.to_string_lossy().into_owned(),
                 e.kind.as_str(),
@@ -360,6 +367,7 @@ mod tests {
             &mut rules,
             10,
             &cancel,
+            &[],
             &mut |_| {
                 visited += 1;
                 Flow::Continue

@@ -32,6 +32,11 @@ pub struct Workspace {
     /// The canonical absolute path of the root when it was opened.
     root: PathBuf,
     dir: Dir,
+    /// Protected paths, canonical and absolute.
+    protected: Vec<PathBuf>,
+    /// The protected paths inside the root, relative to it (empty: the
+    /// root itself is protected).
+    protected_inside: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -43,7 +48,86 @@ impl Workspace {
             given: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
             root,
             dir,
+            protected: Vec::new(),
+            protected_inside: Vec::new(),
         })
+    }
+
+    /// Keeps every tool out of `paths` (and everything under them), even
+    /// where they lie inside the root. Paths that do not exist yet are
+    /// protected as written (made absolute).
+    pub fn protect(&mut self, paths: &[PathBuf]) {
+        for path in paths {
+            let canonical = std::fs::canonicalize(path)
+                .unwrap_or_else(|_| std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+            if self.root.starts_with(&canonical) {
+                self.protected_inside.push(PathBuf::new());
+            } else if let Ok(inside) = canonical.strip_prefix(&self.root) {
+                self.protected_inside.push(inside.to_path_buf());
+            }
+            self.protected.push(canonical);
+        }
+    }
+
+    /// Whether `canonical` (relative to the root, symlinks resolved) is a
+    /// protected path or under one.
+    pub fn is_protected(&self, canonical: &Path) -> bool {
+        self.protected_inside
+            .iter()
+            .any(|p| canonical.starts_with(p))
+    }
+
+    /// The protected paths inside the root, relative to it (walks skip them).
+    pub(crate) fn protected_inside(&self) -> &[PathBuf] {
+        &self.protected_inside
+    }
+
+    /// Refuses `canonical` (relative to the root) when it is protected.
+    pub fn check_protected(
+        &self,
+        tool: &'static str,
+        canonical: &Path,
+        shown: &str,
+    ) -> Result<(), CoreToolError> {
+        if self.is_protected(canonical) {
+            return Err(CoreToolError::new(
+                tool,
+                ErrorKind::PathProtected {
+                    path: shown.to_owned(),
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses an open `file` that is a protected file, whatever path led
+    /// to it (checked on the descriptor, so a symlink swapped in after a
+    /// look is caught too).
+    fn check_open_file(
+        &self,
+        tool: &'static str,
+        file: &File,
+        shown: &str,
+    ) -> Result<(), CoreToolError> {
+        if self.protected.is_empty() {
+            return Ok(());
+        }
+        use std::os::fd::AsRawFd;
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let protected = match real {
+            Ok(real) => self.protected.iter().any(|p| real.starts_with(p)),
+            // Cannot tell: refuse rather than hand it out.
+            Err(_) => true,
+        };
+        if protected {
+            return Err(CoreToolError::new(
+                tool,
+                ErrorKind::PathProtected {
+                    path: shown.to_owned(),
+                },
+            ));
+        }
+        Ok(())
     }
 
     /// The canonical absolute path of the root.
@@ -112,7 +196,16 @@ impl Workspace {
         relative: &Path,
         shown: &str,
     ) -> Result<File, CoreToolError> {
-        open_regular_in(&self.dir, relative, true, tool, shown)
+        if let Ok(canonical) = self.dir.canonicalize(dot_if_empty(relative)) {
+            let canonical: PathBuf = canonical
+                .components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect();
+            self.check_protected(tool, &canonical, shown)?;
+        }
+        let file = open_regular_in(&self.dir, relative, true, tool, shown)?;
+        self.check_open_file(tool, &file, shown)?;
+        Ok(file)
     }
 
     /// Opens a directory, following symlinks that stay inside.

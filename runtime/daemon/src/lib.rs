@@ -173,6 +173,9 @@ pub struct DaemonOptions {
     pub approver: Option<Arc<dyn Approver>>,
     /// Watch the plugin directories for changes (on for `serve` and `chat`).
     pub watch_plugins: bool,
+    /// The config file it was started with, if any: kept from the core
+    /// tools with the state directory.
+    pub config_file: Option<PathBuf>,
 }
 
 /// How long a loaded session may stay unused before it leaves memory
@@ -272,17 +275,37 @@ impl Daemon {
         let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
         let registry = Arc::new(ToolRegistry::new());
 
-        let core = CoreToolSet::new(&config.core_tools)?;
+        // The model never reads or writes the state (the token, the
+        // database, plugin copies) or the config, even inside its workspace.
+        let mut protected = vec![state_dir.clone()];
+        protected.extend(config.plugins.state_dir.clone());
+        protected.extend(options.config_file.clone());
+        let mut core = CoreToolSet::protecting(&config.core_tools, &protected)?;
+        let state_real = std::fs::canonicalize(&state_dir).unwrap_or_else(|_| state_dir.clone());
+        if state_real.starts_with(core.workspace_root()) {
+            // The file tools refuse protected paths, but a command's
+            // sandbox can only allow whole trees: it would see the state.
+            let run_command = quiver_core_tools::CoreToolName::RunCommand;
+            if options.config_file.is_none() && config.core_tools.is_enabled(run_command) {
+                // The embedded default never offers it there.
+                tracing::warn!(
+                    state_dir = %state_dir.display(),
+                    workspace = %core.workspace_root().display(),
+                    "the embedded default was started in a directory that holds its state directory: run_command is not offered (its sandbox could not keep the token out); start quiver in a project directory, or pass --config with core_tools.workspace set"
+                );
+                let mut core_tools = config.core_tools.clone();
+                core_tools.enabled.retain(|tool| *tool != run_command);
+                core = CoreToolSet::protecting(&core_tools, &protected)?;
+            } else {
+                tracing::warn!(
+                    state_dir = %state_dir.display(),
+                    workspace = %core.workspace_root().display(),
+                    "the state directory (token, sessions) lies inside the core tools' workspace, where commands can read it; set serve.state_dir or core_tools.workspace so that it does not"
+                );
+            }
+        }
         core.register(&registry);
         let core_workspace = core.workspace_root().to_path_buf();
-        let state_real = std::fs::canonicalize(&state_dir).unwrap_or_else(|_| state_dir.clone());
-        if state_real.starts_with(&core_workspace) {
-            tracing::warn!(
-                state_dir = %state_dir.display(),
-                workspace = %core_workspace.display(),
-                "the state directory (token, sessions) lies inside the core tools' workspace, where commands can read it; set serve.state_dir or core_tools.workspace so that it does not"
-            );
-        }
 
         let mut plugin_config = config.plugins.clone();
         if plugin_config.state_dir.is_none() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::PluginError;
-use super::files::{self, is_plugin_file, pin_key};
+use super::files::{self, Fingerprint, ReadLimits, is_plugin_file, pin_key};
 use super::generation::{CallFailure, Generation};
 use crate::settings::PluginsConfig;
 use quiver_tool::registry::ToolRegistry;
@@ -43,6 +43,8 @@ pub struct PluginHostOptions {
     pub unhealthy_after: u32,
     /// Only plugin files whose name matches are loaded (`None`: all).
     pub include: Option<globset::GlobSet>,
+    /// Larger plugin files are refused before any of them is read.
+    pub max_file_bytes: u64,
 }
 
 impl PluginHostOptions {
@@ -58,6 +60,7 @@ impl PluginHostOptions {
             stable_wait: Duration::from_millis(50),
             unhealthy_after: UNHEALTHY_AFTER_TIMEOUTS,
             include: None,
+            max_file_bytes: defaults.max_file_bytes,
         }
     }
 
@@ -70,6 +73,7 @@ impl PluginHostOptions {
             pin: config.pin.clone(),
             dev,
             include: config.include_set(),
+            max_file_bytes: config.max_file_bytes,
             ..PluginHostOptions::new(state_dir)
         }
     }
@@ -114,6 +118,9 @@ pub struct PluginStatus {
     /// Why the last load failed, when it did (the previous generation, if
     /// any, still serves).
     pub last_error: Option<String>,
+    /// How many times the file was read (once per real change: an event
+    /// on an unchanged file reads nothing).
+    pub reads: u64,
 }
 
 /// What a reload did.
@@ -210,6 +217,29 @@ struct Entry {
     last_error: Option<String>,
     consecutive_timeouts: u32,
     unhealthy: bool,
+    /// The file's metadata at the last attempt: an event that leaves it
+    /// the same reads nothing.
+    seen: Option<Fingerprint>,
+    /// Reads of the file.
+    reads: u64,
+    /// Bytes (by sha256) whose last load failed: not copied or opened again.
+    refused: Option<Refused>,
+}
+
+/// Why bytes of a file were refused after they were opened.
+#[derive(Debug, Clone)]
+struct Refused {
+    sha256: String,
+    why: RefusedWhy,
+}
+
+#[derive(Debug, Clone)]
+enum RefusedWhy {
+    /// The loader or the manifest refused them: the same bytes always fail.
+    Bytes(String),
+    /// Their name or tools were taken: refused again, without opening
+    /// them, while they still are.
+    Conflict { name: String, tools: Vec<String> },
 }
 
 #[derive(Debug, Default)]
@@ -314,6 +344,16 @@ impl PluginHost {
             return ReloadOutcome::Ignored;
         }
         let _serial = self.reloads.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = Fingerprint::of_path(path);
+        {
+            let mut state = self.write_state();
+            let entry = state.files.entry(path.to_owned()).or_default();
+            if seen.is_some() && entry.seen == seen {
+                return ReloadOutcome::Unchanged;
+            }
+            entry.seen = seen;
+            entry.reads += 1;
+        }
         match self.try_reload(path) {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -330,7 +370,34 @@ impl PluginHost {
     }
 
     fn try_reload(&self, path: &Path) -> Result<ReloadOutcome, PluginError> {
-        let candidate = files::read_candidate(path, self.options.dev, self.options.stable_wait)?;
+        let candidate = files::read_candidate(
+            path,
+            ReadLimits {
+                dev: self.options.dev,
+                stable_wait: self.options.stable_wait,
+                max_bytes: self.options.max_file_bytes,
+            },
+        )?;
+        let refused = self
+            .read_state()
+            .files
+            .get(path)
+            .and_then(|e| e.refused.clone())
+            .filter(|r| r.sha256 == candidate.sha256);
+        match refused.map(|r| r.why) {
+            Some(RefusedWhy::Bytes(message)) => {
+                return Err(PluginError::Open {
+                    path: path.to_owned(),
+                    detail: format!("unchanged since it was refused: {message}"),
+                });
+            }
+            // Refused again before it is copied or opened while the name
+            // or a tool is still taken.
+            Some(RefusedWhy::Conflict { name, tools }) => {
+                self.check_conflicts(path, &name, &tools)?;
+            }
+            None => {}
+        }
         let (previous, number) = {
             let state = self.read_state();
             let entry = state.files.get(path);
@@ -362,13 +429,28 @@ impl PluginHost {
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
-        let generation = Arc::new(Generation::load(
-            &candidate,
-            &self.options.state_dir,
-            number,
-            sequence,
-        )?);
-        self.check_conflicts(path, &generation)?;
+        let generation =
+            match Generation::load(&candidate, &self.options.state_dir, number, sequence) {
+                Ok(generation) => Arc::new(generation),
+                Err(error) => {
+                    self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
+                    return Err(error);
+                }
+            };
+        let tool_names: Vec<String> = generation.tools().iter().map(|t| t.name.clone()).collect();
+        if let Err(error) = self.check_conflicts(path, generation.name(), &tool_names) {
+            // Its code stays mapped; the copy is not needed again.
+            let _ = std::fs::remove_file(generation.copy());
+            self.refuse(
+                path,
+                &candidate,
+                RefusedWhy::Conflict {
+                    name: generation.name().to_owned(),
+                    tools: tool_names,
+                },
+            );
+            return Err(error);
+        }
         let name = generation.name().to_owned();
         {
             let mut state = self.write_state();
@@ -386,6 +468,7 @@ impl PluginHost {
             entry.current = Some(generation.clone());
             entry.generations = number;
             entry.last_error = None;
+            entry.refused = None;
             entry.consecutive_timeouts = 0;
             entry.unhealthy = false;
         }
@@ -409,31 +492,42 @@ impl PluginHost {
         })
     }
 
-    fn check_conflicts(&self, path: &Path, generation: &Generation) -> Result<(), PluginError> {
+    fn refuse(&self, path: &Path, candidate: &files::Candidate, why: RefusedWhy) {
+        self.write_state()
+            .files
+            .entry(path.to_owned())
+            .or_default()
+            .refused = Some(Refused {
+            sha256: candidate.sha256.clone(),
+            why,
+        });
+    }
+
+    fn check_conflicts(
+        &self,
+        path: &Path,
+        name: &str,
+        tools: &[String],
+    ) -> Result<(), PluginError> {
         let state = self.read_state();
         for (file, entry) in &state.files {
-            if file != path
-                && entry
-                    .current
-                    .as_ref()
-                    .is_some_and(|g| g.name() == generation.name())
-            {
+            if file != path && entry.current.as_ref().is_some_and(|g| g.name() == name) {
                 return Err(PluginError::NameTaken {
                     path: path.to_owned(),
-                    plugin: generation.name().to_owned(),
+                    plugin: name.to_owned(),
                     other: file.clone(),
                 });
             }
         }
         let snapshot = self.registry.snapshot();
-        let own = ToolSource::Plugin(generation.name().to_owned());
-        for tool in generation.tools() {
-            if let Some(existing) = snapshot.get(&tool.name)
+        let own = ToolSource::Plugin(name.to_owned());
+        for tool in tools {
+            if let Some(existing) = snapshot.get(tool)
                 && *existing.source() != own
             {
                 return Err(PluginError::ToolTaken {
                     path: path.to_owned(),
-                    tool: tool.name.clone(),
+                    tool: tool.clone(),
                     owner: existing.source().toolset(),
                 });
             }
@@ -599,6 +693,7 @@ impl PluginHost {
                     },
                     consecutive_timeouts: entry.consecutive_timeouts,
                     last_error: entry.last_error.clone(),
+                    reads: entry.reads,
                 }
             })
             .collect()

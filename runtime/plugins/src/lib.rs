@@ -54,6 +54,25 @@ pub enum PluginError {
         /// Size at the second check.
         second: u64,
     },
+    /// The path is not a regular file (a FIFO, device, socket or
+    /// directory named `*.so`); it is never opened for reading.
+    #[error("{path}: not a regular file ({what}); skipped")]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+    /// The file is larger than `plugins.max_file_bytes`; nothing of it was read.
+    #[error("{path}: {size} bytes is more than plugins.max_file_bytes ({limit}); not read")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The file does not start with the ELF magic number.
     #[error("{path}: not an ELF shared object (no ELF magic number)")]
     NotElf {

@@ -27,6 +27,8 @@ pub struct PluginsConfig {
     /// Globs over file names: only matching plugin files are loaded
     /// (empty: every `*.so`).
     pub include: Vec<String>,
+    /// Plugin files larger than this are refused before they are read.
+    pub max_file_bytes: u64,
 }
 
 impl Default for PluginsConfig {
@@ -38,6 +40,7 @@ impl Default for PluginsConfig {
             reload_warn_after: 100,
             pin: BTreeMap::new(),
             include: Vec::new(),
+            max_file_bytes: crate::files::DEFAULT_MAX_FILE_BYTES,
         }
     }
 }
@@ -78,7 +81,13 @@ const RELOAD_WARN_AFTER: IntKey = IntKey {
     min: 1,
     max: 100_000,
 };
-const PLUGINS_KEYS: &str = "dirs, include, state_dir, call_timeout_ms, reload_warn_after, pin";
+const MAX_FILE_BYTES: IntKey = IntKey {
+    key: "plugins.max_file_bytes",
+    min: 4096,
+    max: 4 * 1024 * 1024 * 1024,
+};
+const PLUGINS_KEYS: &str =
+    "dirs, include, state_dir, call_timeout_ms, reload_warn_after, max_file_bytes, pin";
 
 /// What a `plugins...` key accepts; `None` for keys of other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
@@ -94,6 +103,7 @@ pub fn allowed_for(key: &str) -> Option<String> {
         }
         ("plugins.call_timeout_ms", ()) => "an integer from 1 to 600000".into(),
         ("plugins.reload_warn_after", ()) => "an integer from 1 to 100000".into(),
+        ("plugins.max_file_bytes", ()) => "an integer from 4096 to 4294967296".into(),
         _ if key.starts_with("plugins.pin") => {
             "a map of plugin file name (without .so) to its sha256 as 64 hex digits".into()
         }
@@ -114,6 +124,7 @@ pub struct RawPlugins {
     state_dir: Option<Spanned<String>>,
     call_timeout_ms: Option<Spanned<i64>>,
     reload_warn_after: Option<Spanned<i64>>,
+    max_file_bytes: Option<Spanned<i64>>,
     pin: Option<BTreeMap<String, Spanned<String>>>,
     include: Option<Vec<Spanned<String>>>,
 }
@@ -138,6 +149,14 @@ pub fn validate_plugins(
         RELOAD_WARN_AFTER.key,
         (RELOAD_WARN_AFTER.min, RELOAD_WARN_AFTER.max),
         defaults.reload_warn_after as i64,
+        file,
+        warnings,
+    );
+    let max_file_bytes = clamp(
+        &raw.max_file_bytes,
+        MAX_FILE_BYTES.key,
+        (MAX_FILE_BYTES.min, MAX_FILE_BYTES.max),
+        defaults.max_file_bytes as i64,
         file,
         warnings,
     );
@@ -189,6 +208,7 @@ pub fn validate_plugins(
         state_dir: raw.state_dir.map(|s| PathBuf::from(s.value)),
         call_timeout_ms: call_timeout_ms as u64,
         reload_warn_after: reload_warn_after as u64,
+        max_file_bytes: max_file_bytes as u64,
         pin,
         include,
     })
