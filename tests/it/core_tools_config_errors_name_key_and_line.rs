@@ -78,11 +78,20 @@ fn bad_values_name_the_file_line_key_and_allowed_values() {
 
 #[test]
 fn out_of_range_numbers_are_clamped_with_a_warning() {
-    let (ok, file, stderr) = check("core_tools:\n  run_command:\n    timeout_s: 0\n");
+    let (ok, file, stderr) = check("core_tools:\n  run_command:\n    timeout_s: 99999\n");
     assert!(ok, "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "{file}:3:16: `core_tools.run_command.timeout_s` = 0 is outside 1..3600; using 1"
+            "{file}:3:16: `core_tools.run_command.timeout_s` = 99999 is outside 1..3600; using 3600"
+        )),
+        "{stderr}"
+    );
+    // A timeout of zero would not do what was meant: an error, not a clamp.
+    let (ok, file, stderr) = check("core_tools:\n  run_command:\n    timeout_s: 0\n");
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{file}:3:16: `core_tools.run_command.timeout_s`: 0 is less than 1"
         )),
         "{stderr}"
     );

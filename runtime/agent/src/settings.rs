@@ -1,7 +1,8 @@
 //! The `agent:` section of `quiver.yaml`: its raw shape, what each key
 //! allows, and the validated [`AgentConfig`] the agent loop runs with.
 
-use quiver_config::{ConfigError, ConfigWarning, Spanned, clamp};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, Spanned, int_setting};
 use serde::Deserialize;
 
 /// The system prompt used when `agent.system_prompt` is not given.
@@ -25,8 +26,8 @@ pub struct AgentConfig {
 impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
-            max_steps: 24,
-            max_consecutive_searches: 5,
+            max_steps: MAX_STEPS.default_int() as u32,
+            max_consecutive_searches: MAX_CONSECUTIVE_SEARCHES.default_int() as u32,
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_owned(),
         }
     }
@@ -41,19 +42,40 @@ pub struct RawAgent {
     system_prompt: Option<String>,
 }
 
-/// What an `agent...` key accepts; `None` for keys of other sections.
+/// The keys of `agent`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting::int(
+        "agent.max_steps",
+        1,
+        1000,
+        24,
+        "model requests in one turn; then the model is told so and asked once more, without tools, for its answer (`stop: step_limit`)",
+    ),
+    Setting::int(
+        "agent.max_consecutive_searches",
+        1,
+        100,
+        5,
+        "`tool_search` calls in a row allowed in one turn; the next one is not run, the model is told to stop searching and asked once more, without tools (`stop: search_limit`)",
+    ),
+    Setting {
+        key: "agent.system_prompt",
+        kind: Kind::Text("a string"),
+        default: DefaultValue::Described("a short prompt explaining the bridge tools"),
+        doc: "the system prompt of every turn",
+    },
+];
+
+const MAX_STEPS: &Setting = by_key(SETTINGS, "agent.max_steps");
+const MAX_CONSECUTIVE_SEARCHES: &Setting = by_key(SETTINGS, "agent.max_consecutive_searches");
+
+/// What an `agent...` key accepts (from [`SETTINGS`]); `None` for keys of
+/// other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let section = key.split(['.', '[']).next().unwrap_or(key);
-    let text = match (section, leaf) {
-        ("agent", "agent") => "a map with keys max_steps, max_consecutive_searches, system_prompt",
-        ("agent", "max_steps") => "an integer from 1 to 1000",
-        ("agent", "max_consecutive_searches") => "an integer from 1 to 100",
-        ("agent", "system_prompt") => "a string",
-        ("agent", _) => "keys max_steps, max_consecutive_searches, system_prompt",
-        _ => return None,
-    };
-    Some(text.to_owned())
+    if key != "agent" && !key.starts_with("agent.") {
+        return None;
+    }
+    quiver_config::setting::allowed_in(SETTINGS, key)
 }
 
 /// Checks the raw section and builds its validated form; clamped values add warnings.
@@ -64,22 +86,14 @@ pub fn validate_agent(
 ) -> Result<AgentConfig, ConfigError> {
     let defaults = AgentConfig::default();
     Ok(AgentConfig {
-        max_steps: clamp(
-            &raw.max_steps,
-            "agent.max_steps",
-            (1, 1000),
-            i64::from(defaults.max_steps),
-            file,
-            warnings,
-        ) as u32,
-        max_consecutive_searches: clamp(
+        max_steps: int_setting(&raw.max_steps, MAX_STEPS, MAX_STEPS.key, file, warnings)? as u32,
+        max_consecutive_searches: int_setting(
             &raw.max_consecutive_searches,
-            "agent.max_consecutive_searches",
-            (1, 100),
-            i64::from(defaults.max_consecutive_searches),
+            MAX_CONSECUTIVE_SEARCHES,
+            MAX_CONSECUTIVE_SEARCHES.key,
             file,
             warnings,
-        ) as u32,
+        )? as u32,
         system_prompt: raw.system_prompt.unwrap_or(defaults.system_prompt),
     })
 }

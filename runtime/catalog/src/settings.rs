@@ -5,7 +5,8 @@
 use std::fmt;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use quiver_config::{ConfigError, ConfigWarning, IntKey, Spanned, Switch, clamp};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, Spanned, Switch, int_setting};
 use serde::Deserialize;
 
 /// The retrieval algorithm behind `tool_search`.
@@ -70,11 +71,11 @@ impl Default for ToolSearchConfig {
     fn default() -> Self {
         ToolSearchConfig {
             enabled: Switch::Auto,
-            threshold_pct: 5,
-            search_default_limit: 5,
-            max_search_limit: 20,
+            threshold_pct: THRESHOLD_PCT.default_int() as u32,
+            search_default_limit: SEARCH_DEFAULT_LIMIT.default_int() as usize,
+            max_search_limit: MAX_SEARCH_LIMIT.default_int() as usize,
             listing: Switch::Auto,
-            listing_max_tokens: 20_000,
+            listing_max_tokens: LISTING_MAX_TOKENS.default_int() as u64,
             eager: Vec::new(),
             eager_set: GlobSet::empty(),
             mode: SearchMode::Enhanced,
@@ -82,46 +83,80 @@ impl Default for ToolSearchConfig {
     }
 }
 
-const THRESHOLD_PCT: IntKey = IntKey {
-    key: "tools.tool_search.threshold_pct",
-    min: 0,
-    max: 100,
-};
-const MAX_SEARCH_LIMIT: IntKey = IntKey {
-    key: "tools.tool_search.max_search_limit",
-    min: 1,
-    max: 50,
-};
-const LISTING_MAX_TOKENS: IntKey = IntKey {
-    key: "tools.tool_search.listing_max_tokens",
-    min: 200,
-    max: 60_000,
-};
-const SEARCH_DEFAULT_LIMIT: &str = "tools.tool_search.search_default_limit";
+/// The keys of `tools.tool_search`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "tools.tool_search",
+        kind: Kind::Table { or_bool: true },
+        default: DefaultValue::Bool(true),
+        doc: "`true` is `{enabled: auto}`, `false` is `{enabled: off}`",
+    },
+    Setting {
+        key: "tools.tool_search.enabled",
+        kind: Kind::Enum(&["auto", "on", "off"]),
+        default: DefaultValue::Str("auto"),
+        doc: "`auto`: the bridge appears when a deferrable tool is in scope; `on`: the bridge is always there, so the tools array keeps its shape as plugins and servers come and go; `off`: every tool is sent eagerly (tier 0)",
+    },
+    Setting::int(
+        "tools.tool_search.threshold_pct",
+        0,
+        100,
+        5,
+        "share of the session's context the listing may use",
+    ),
+    Setting::int(
+        "tools.tool_search.search_default_limit",
+        1,
+        50,
+        5,
+        "matches `tool_search` returns without `limit` (at most `max_search_limit`)",
+    ),
+    Setting::int(
+        "tools.tool_search.max_search_limit",
+        1,
+        50,
+        20,
+        "largest `limit` honoured; larger ones are clamped",
+    ),
+    Setting {
+        key: "tools.tool_search.listing",
+        kind: Kind::Enum(&["auto", "on", "off"]),
+        default: DefaultValue::Str("auto"),
+        doc: "`auto`: budget `min(threshold_pct% of context, listing_max_tokens)`; `on`: budget `listing_max_tokens` whatever the context; `off`: no listing, only the deferred count",
+    },
+    Setting::int(
+        "tools.tool_search.listing_max_tokens",
+        200,
+        60000,
+        20000,
+        "hard cap on the listing",
+    ),
+    Setting {
+        key: "tools.tool_search.eager",
+        kind: Kind::List("a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]"),
+        default: DefaultValue::List(&[]),
+        doc: "tool names never deferred (e.g. `[\"mcp_github_*\"]`)",
+    },
+    Setting {
+        key: "tools.tool_search.mode",
+        kind: Kind::Enum(&["classic", "enhanced"]),
+        default: DefaultValue::Str("enhanced"),
+        doc: "retrieval algorithm. `classic`: BM25 (k1 1.5, b 0.75) over name, description and parameter names, with a name-substring fallback. `enhanced`: BM25F over the tool name (weight 3), server name, description and parameter names and descriptions, with camelCase splitting, English stemming, stop words, Chinese/Japanese/Korean character pairs, a small table of tool-vocabulary synonyms (`find`/`search`, `md`/`markdown`, …), compound splitting and typo tolerance for unknown terms, a name-bigram bonus, terms matching the longer or shorter words they begin (five letters or more), a file path in the query asking for tools that take a path, the server's description as context (a catalog's, or a live MCP server's title, description and `instructions`), one result per operation (entries of one server making the same call, a catalog's `api_call`), an exact-name pre-pass (a query holding a tool's exact name ranks it first), prerequisite lookups (a top tool that requires `token` or `libraryId` is followed by its server's `GetUserToken` or `resolve-library-id`) and `server:NAME` filters. Scores per query set: [docs/RETRIEVAL.md](docs/RETRIEVAL.md)",
+    },
+];
 
-const TOOL_SEARCH_KEYS: &str = "enabled, threshold_pct, search_default_limit, max_search_limit, listing, listing_max_tokens, eager, mode";
+const THRESHOLD_PCT: &Setting = by_key(SETTINGS, "tools.tool_search.threshold_pct");
+const SEARCH_DEFAULT_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.search_default_limit");
+const MAX_SEARCH_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.max_search_limit");
+const LISTING_MAX_TOKENS: &Setting = by_key(SETTINGS, "tools.tool_search.listing_max_tokens");
 
-/// What a `tools...` key accepts; `None` for keys of other sections.
+/// What a `tools...` key accepts (from [`SETTINGS`]); `None` for keys
+/// of other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
     if key != "tools" && !key.starts_with("tools.") {
         return None;
     }
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let leaf = leaf.split('[').next().unwrap_or(leaf);
-    Some(match (key, leaf) {
-        ("tools", _) => "a map with key tool_search".into(),
-        ("tools.tool_search", _) => format!("true, false or a map with keys {TOOL_SEARCH_KEYS}"),
-        (_, "enabled") | (_, "listing") => "auto, on, off".into(),
-        (_, "mode") => "classic, enhanced".into(),
-        (_, "threshold_pct") => "an integer from 0 to 100".into(),
-        (_, "max_search_limit") => "an integer from 1 to 50".into(),
-        (_, "search_default_limit") => "an integer from 1 to max_search_limit".into(),
-        (_, "listing_max_tokens") => "an integer from 200 to 60000".into(),
-        (_, "eager") => "a list of tool-name globs, e.g. [\"mcp_github_*\", \"echo\"]".into(),
-        _ if key.starts_with("tools.tool_search") => format!("keys {TOOL_SEARCH_KEYS}"),
-        _ if key.starts_with("tools") => "key tool_search".into(),
-        _ => "keys tools".into(),
-    })
+    quiver_config::setting::allowed_in(SETTINGS, key)
 }
 
 fn allowed(key: &str) -> String {
@@ -189,38 +224,36 @@ pub fn validate_tool_search(
         },
         Some(RawToolSearchSetting::Map(map)) => *map,
     };
-    let threshold_pct = clamp(
+    let threshold_pct = int_setting(
         &raw_search.threshold_pct,
+        THRESHOLD_PCT,
         THRESHOLD_PCT.key,
-        (THRESHOLD_PCT.min, THRESHOLD_PCT.max),
-        defaults.threshold_pct as i64,
         file,
         warnings,
-    );
-    let max_search_limit = clamp(
+    )?;
+    let max_search_limit = int_setting(
         &raw_search.max_search_limit,
+        MAX_SEARCH_LIMIT,
         MAX_SEARCH_LIMIT.key,
-        (MAX_SEARCH_LIMIT.min, MAX_SEARCH_LIMIT.max),
-        defaults.max_search_limit as i64,
         file,
         warnings,
-    );
-    let search_default_limit = clamp(
+    )?;
+    // The default limit's range ends at the maximum given.
+    let search_default_limit = quiver_config::clamp(
         &raw_search.search_default_limit,
-        SEARCH_DEFAULT_LIMIT,
-        (1, max_search_limit),
-        (defaults.search_default_limit as i64).min(max_search_limit),
+        SEARCH_DEFAULT_LIMIT.key,
+        (SEARCH_DEFAULT_LIMIT.range().0, max_search_limit),
+        SEARCH_DEFAULT_LIMIT.default_int().min(max_search_limit),
         file,
         warnings,
     );
-    let listing_max_tokens = clamp(
+    let listing_max_tokens = int_setting(
         &raw_search.listing_max_tokens,
+        LISTING_MAX_TOKENS,
         LISTING_MAX_TOKENS.key,
-        (LISTING_MAX_TOKENS.min, LISTING_MAX_TOKENS.max),
-        defaults.listing_max_tokens as i64,
         file,
         warnings,
-    );
+    )?;
     let mut eager = Vec::new();
     let mut builder = GlobSetBuilder::new();
     for (index, pattern) in raw_search.eager.unwrap_or_default().into_iter().enumerate() {

@@ -66,6 +66,17 @@ enum ConfigCommand {
         /// The quiver.yaml to check.
         file: PathBuf,
     },
+    /// Print the JSON Schema (draft 2020-12) of quiver.yaml, made from the
+    /// description of every key.
+    Schema {
+        /// Print the README's markdown table of every key instead.
+        #[arg(long, conflicts_with = "write")]
+        markdown: bool,
+        /// Rewrite docs/quiver.schema.json and the README's table in this
+        /// checkout of the repository (e.g. `.`).
+        #[arg(long, value_name = "REPO")]
+        write: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -155,6 +166,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Chat(args) => chat_cli::run(args),
         Command::ExampleMcpServer(args) => example_server::run(args).map(|()| ExitCode::SUCCESS),
         Command::Config(ConfigCommand::Check { file }) => Ok(config_check(&file)),
+        Command::Config(ConfigCommand::Schema { markdown, write }) => {
+            config_schema(markdown, write.as_deref())
+        }
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),
         Command::Call(args) => call_cli::run(args),
@@ -332,8 +346,10 @@ fn catalog_eval(
     Ok(())
 }
 
+/// Every problem of `file`, one per line: `error: file:line:column: `key`:
+/// message; allowed: ...`.
 fn config_check(file: &Path) -> ExitCode {
-    match config::load_file(file) {
+    match config::check_file(file) {
         Ok(LoadedConfig { warnings, .. }) => {
             for warning in &warnings {
                 eprintln!("warning: {warning}");
@@ -341,11 +357,29 @@ fn config_check(file: &Path) -> ExitCode {
             println!("{}: ok", file.display());
             ExitCode::SUCCESS
         }
-        Err(error) => {
-            eprintln!("error: {error}");
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: {error}");
+            }
+            if errors.len() > 1 {
+                eprintln!("{}: {} problems", file.display(), errors.len());
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+fn config_schema(markdown: bool, write: Option<&Path>) -> Result<ExitCode> {
+    if let Some(root) = write {
+        for path in config::write_docs(root).map_err(anyhow::Error::msg)? {
+            eprintln!("wrote {}", path.display());
+        }
+    } else if markdown {
+        print!("{}", config::markdown_table());
+    } else {
+        println!("{}", serde_json::to_string_pretty(&config::json_schema())?);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {

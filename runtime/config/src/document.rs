@@ -40,6 +40,11 @@ pub fn read_document<T: DeserializeOwned + Default>(
     if text.trim().is_empty() {
         return Ok(T::default());
     }
+    // Plain YAML first: a syntax error reads as one, not as a wrong type
+    // of the key being read, and a duplicate key is named with its path.
+    if let Some(error) = crate::syntax_and_duplicates(text, file).into_iter().next() {
+        return Err(error);
+    }
     FAILED_PATH.with(|p| p.borrow_mut().take());
     match serde_saphyr::from_str::<Option<Tracked<T>>>(text) {
         Ok(raw) => Ok(raw.map(|r| r.0).unwrap_or_default()),
@@ -65,15 +70,18 @@ fn parse_error(
         .unwrap_or((0, 0));
     // The parser's Display adds a source snippet; keep only its first line,
     // without the location prefix that we print ourselves.
-    let text = error.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    let message = first
-        .trim_start_matches("error: ")
-        .split_once(": ")
-        .filter(|(prefix, _)| prefix.starts_with("line "))
-        .map(|(_, rest)| rest)
-        .unwrap_or(first)
-        .to_owned();
+    let message = match error.without_snippet() {
+        serde_saphyr::Error::SerdeUnknownField {
+            field, expected, ..
+        } => {
+            let mut message = format!("unknown key `{field}`");
+            if let Some(close) = crate::did_you_mean(field, expected) {
+                message.push_str(&format!("; did you mean `{close}`?"));
+            }
+            message
+        }
+        other => crate::check::first_line(&other.to_string()),
+    };
     let message = message
         .replace("invalid i64", "expected an integer")
         .replace("invalid type: ", "wrong type: ")

@@ -43,6 +43,18 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The file is not valid YAML.
+    #[error("{file}:{line}:{column}: YAML syntax error: {message}")]
+    Syntax {
+        /// The file (or `<embedded default>`).
+        file: String,
+        /// 1-based line (0 when the parser could not tell).
+        line: u32,
+        /// 1-based column (0 when the parser could not tell).
+        column: u32,
+        /// What the parser found wrong.
+        message: String,
+    },
     /// The file was read but a key or value is wrong.
     #[error("{file}:{line}:{column}: `{key}`: {message}; allowed: {allowed}")]
     Invalid {

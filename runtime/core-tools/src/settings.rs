@@ -12,7 +12,8 @@ use serde::Deserialize;
 
 pub use crate::sandbox::SandboxMode;
 
-use quiver_config::{ConfigError, ConfigWarning, IntKey, clamp, invalid_at};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, int_setting, invalid_at};
 
 /// One built-in core tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -81,8 +82,8 @@ impl Default for RunCommandConfig {
     fn default() -> Self {
         RunCommandConfig {
             require_approval: true,
-            timeout_s: 60,
-            max_output_bytes: 32_768,
+            timeout_s: TIMEOUT_S.default_int() as u64,
+            max_output_bytes: MAX_OUTPUT_BYTES.default_int() as usize,
             shell: vec!["sh".to_owned(), "-c".to_owned()],
             environment: CommandEnvironment::default(),
             sandbox: SandboxMode::default(),
@@ -212,10 +213,10 @@ impl Default for CoreToolsConfig {
         CoreToolsConfig {
             enabled: CoreToolName::ALL.to_vec(),
             workspace: PathBuf::from("."),
-            max_read_bytes: 65_536,
-            max_write_bytes: 10_485_760,
-            max_list_entries: 1000,
-            max_search_matches: 200,
+            max_read_bytes: MAX_READ_BYTES.default_int() as usize,
+            max_write_bytes: MAX_WRITE_BYTES.default_int() as usize,
+            max_list_entries: MAX_LIST_ENTRIES.default_int() as usize,
+            max_search_matches: MAX_SEARCH_MATCHES.default_int() as usize,
             run_command: RunCommandConfig::default(),
         }
     }
@@ -276,80 +277,124 @@ struct RawRunCommand {
     sandbox: Option<SandboxMode>,
 }
 
-const CORE_TOOLS_KEYS: &str = "enabled, workspace, max_read_bytes, max_write_bytes, max_list_entries, max_search_matches, run_command";
-const RUN_COMMAND_KEYS: &str =
-    "require_approval, timeout_s, max_output_bytes, shell, env_inherit, env, sandbox";
-const TOOL_NAMES: &str = "read_file, write_file, list_dir, search_files, run_command";
+/// The keys of `core_tools`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "core_tools.enabled",
+        kind: Kind::List(
+            "a list of tool names from: read_file, write_file, list_dir, search_files, run_command",
+        ),
+        default: DefaultValue::Described("all five"),
+        doc: "the [core tools](#core-tools) offered (always sent, never deferred)",
+    },
+    Setting {
+        key: "core_tools.workspace",
+        kind: Kind::Text("a directory path (relative to the config file)"),
+        default: DefaultValue::Str("."),
+        doc: "the root every core tool is confined to (relative paths are relative to the config file); it must exist when the tools start",
+    },
+    Setting::int(
+        "core_tools.max_read_bytes",
+        1024,
+        67108864,
+        65536,
+        "most bytes one `read_file` call returns (whole lines; it says where to read on)",
+    ),
+    Setting::int(
+        "core_tools.max_write_bytes",
+        1,
+        1073741824,
+        10485760,
+        "largest `content` `write_file` accepts",
+    ),
+    Setting::int(
+        "core_tools.max_list_entries",
+        1,
+        100000,
+        1000,
+        "most entries `list_dir` returns",
+    ),
+    Setting::int(
+        "core_tools.max_search_matches",
+        1,
+        10000,
+        200,
+        "most matching lines `search_files` returns (a call's `max_matches` may ask for fewer)",
+    ),
+    Setting {
+        key: "core_tools.run_command",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "how `run_command` runs commands",
+    },
+    Setting {
+        key: "core_tools.run_command.require_approval",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(true),
+        doc: "`true` adds `run_command` to `approval.require`",
+    },
+    Setting::timeout(
+        "core_tools.run_command.timeout_s",
+        1,
+        3600,
+        60,
+        "longest a command runs (a call's `timeout_s` may ask for less); then its whole process group is killed. `guardrails.call_timeout_ms` also applies",
+    ),
+    Setting::int(
+        "core_tools.run_command.max_output_bytes",
+        1024,
+        16777216,
+        32768,
+        "bytes kept of each of stdout and stderr: the first and last halves, with `[quiver: N bytes cut]` between",
+    ),
+    Setting {
+        key: "core_tools.run_command.shell",
+        kind: Kind::List("a non-empty list: the program and its leading arguments, e.g. [sh, -c]"),
+        default: DefaultValue::List(&["sh", "-c"]),
+        doc: "the program and leading arguments; the command string is appended as the last argument",
+    },
+    Setting {
+        key: "core_tools.run_command.env_inherit",
+        kind: Kind::List(
+            "a list of variable-name globs, e.g. [PATH, HOME, \"LC_*\"] ([\"*\"]: all)",
+        ),
+        default: DefaultValue::List(DEFAULT_ENV_INHERIT),
+        doc: "the daemon's environment variables a command gets; nothing else is passed on (and the sandbox keeps commands out of the daemon's `/proc/PID/environ`). `[\"*\"]` passes everything",
+    },
+    Setting {
+        key: "core_tools.run_command.env",
+        kind: Kind::Map(
+            "a map of variable name (no `=`, not empty) to string value, e.g. {CI: \"1\"}",
+        ),
+        default: DefaultValue::EmptyMap,
+        doc: "variables set for every command (they win over inherited ones)",
+    },
+    Setting {
+        key: "core_tools.run_command.sandbox",
+        kind: Kind::Enum(&["landlock", "off"]),
+        default: DefaultValue::Str("landlock"),
+        doc: "the [sandbox](#core-tools) commands run in; without Landlock in the kernel, commands always need approval",
+    },
+];
 
-const MAX_READ_BYTES: IntKey = IntKey {
-    key: "core_tools.max_read_bytes",
-    min: 1024,
-    max: 67_108_864,
-};
-const MAX_WRITE_BYTES: IntKey = IntKey {
-    key: "core_tools.max_write_bytes",
-    min: 1,
-    max: 1_073_741_824,
-};
-const MAX_LIST_ENTRIES: IntKey = IntKey {
-    key: "core_tools.max_list_entries",
-    min: 1,
-    max: 100_000,
-};
-const MAX_SEARCH_MATCHES: IntKey = IntKey {
-    key: "core_tools.max_search_matches",
-    min: 1,
-    max: 10_000,
-};
-const TIMEOUT_S: IntKey = IntKey {
-    key: "core_tools.run_command.timeout_s",
-    min: 1,
-    max: 3600,
-};
-const MAX_OUTPUT_BYTES: IntKey = IntKey {
-    key: "core_tools.run_command.max_output_bytes",
-    min: 1024,
-    max: 16_777_216,
-};
+const MAX_READ_BYTES: &Setting = by_key(SETTINGS, "core_tools.max_read_bytes");
+const MAX_WRITE_BYTES: &Setting = by_key(SETTINGS, "core_tools.max_write_bytes");
+const MAX_LIST_ENTRIES: &Setting = by_key(SETTINGS, "core_tools.max_list_entries");
+const MAX_SEARCH_MATCHES: &Setting = by_key(SETTINGS, "core_tools.max_search_matches");
+const TIMEOUT_S: &Setting = by_key(SETTINGS, "core_tools.run_command.timeout_s");
+const MAX_OUTPUT_BYTES: &Setting = by_key(SETTINGS, "core_tools.run_command.max_output_bytes");
 
-fn range_text(range: &IntKey) -> String {
-    format!("an integer from {} to {}", range.min, range.max)
-}
-
-/// What a key of this section accepts, for error messages; `None` for keys
-/// of other sections.
+/// What a key of this section accepts (from [`SETTINGS`]), for error
+/// messages; `None` for keys of other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
     if key != "core_tools" && !key.starts_with("core_tools.") && !key.starts_with("core_tools[") {
         return None;
     }
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let leaf = leaf.split('[').next().unwrap_or(leaf);
-    let in_run_command = key.starts_with("core_tools.run_command");
-    Some(match (in_run_command, leaf) {
-        (false, "core_tools") => format!("a map with keys {CORE_TOOLS_KEYS}"),
-        (false, "enabled") => format!("a list of tool names from: {TOOL_NAMES}"),
-        (false, "workspace") => "a directory path (relative to the config file)".into(),
-        (false, "max_read_bytes") => range_text(&MAX_READ_BYTES),
-        (false, "max_write_bytes") => range_text(&MAX_WRITE_BYTES),
-        (false, "max_list_entries") => range_text(&MAX_LIST_ENTRIES),
-        (false, "max_search_matches") => range_text(&MAX_SEARCH_MATCHES),
-        (false, _) => format!("keys {CORE_TOOLS_KEYS}"),
-        (true, "run_command") => format!("a map with keys {RUN_COMMAND_KEYS}"),
-        (true, "require_approval") => "true, false".into(),
-        (true, "timeout_s") => range_text(&TIMEOUT_S),
-        (true, "max_output_bytes") => range_text(&MAX_OUTPUT_BYTES),
-        (true, "shell") => {
-            "a non-empty list: the program and its leading arguments, e.g. [sh, -c]".into()
-        }
-        (true, "env_inherit") => format!(
-            "a list of variable-name globs, e.g. [PATH, HOME, \"LC_*\"] ([\"*\"]: all); default [{}]",
-            DEFAULT_ENV_INHERIT.join(", ")
-        ),
-        (true, "sandbox") => "landlock, off".into(),
-        (true, "env") => {
-            "a map of variable name (no `=`, not empty) to string value, e.g. {CI: \"1\"}".into()
-        }
-        (true, _) => format!("keys {RUN_COMMAND_KEYS}"),
+    let text = quiver_config::setting::allowed_in(SETTINGS, key)?;
+    Some(if key == "core_tools.run_command.env_inherit" {
+        format!("{text}; default [{}]", DEFAULT_ENV_INHERIT.join(", "))
+    } else {
+        text
     })
 }
 
@@ -411,19 +456,11 @@ fn invalid<T>(file: &str, at: &Spanned<T>, key: &str, message: String) -> Config
 
 fn clamped(
     value: &Option<Spanned<i64>>,
-    range: &IntKey,
-    default: usize,
+    setting: &Setting,
     file: &str,
     warnings: &mut Vec<ConfigWarning>,
-) -> usize {
-    clamp(
-        value,
-        range.key,
-        (range.min, range.max),
-        default as i64,
-        file,
-        warnings,
-    ) as usize
+) -> Result<usize, ConfigError> {
+    int_setting(value, setting, setting.key, file, warnings).map(|n| n as usize)
 }
 
 /// Checks the raw section and builds its validated form; clamped values add warnings.
@@ -452,34 +489,10 @@ pub fn validate_core_tools(
         }
         Some(dir) => PathBuf::from(dir.value),
     };
-    let max_read_bytes = clamped(
-        &raw.max_read_bytes,
-        &MAX_READ_BYTES,
-        defaults.max_read_bytes,
-        file,
-        warnings,
-    );
-    let max_write_bytes = clamped(
-        &raw.max_write_bytes,
-        &MAX_WRITE_BYTES,
-        defaults.max_write_bytes,
-        file,
-        warnings,
-    );
-    let max_list_entries = clamped(
-        &raw.max_list_entries,
-        &MAX_LIST_ENTRIES,
-        defaults.max_list_entries,
-        file,
-        warnings,
-    );
-    let max_search_matches = clamped(
-        &raw.max_search_matches,
-        &MAX_SEARCH_MATCHES,
-        defaults.max_search_matches,
-        file,
-        warnings,
-    );
+    let max_read_bytes = clamped(&raw.max_read_bytes, MAX_READ_BYTES, file, warnings)?;
+    let max_write_bytes = clamped(&raw.max_write_bytes, MAX_WRITE_BYTES, file, warnings)?;
+    let max_list_entries = clamped(&raw.max_list_entries, MAX_LIST_ENTRIES, file, warnings)?;
+    let max_search_matches = clamped(&raw.max_search_matches, MAX_SEARCH_MATCHES, file, warnings)?;
     let raw_run = raw.run_command.unwrap_or_default();
     let run_defaults = defaults.run_command;
     let shell = match raw_run.shell {
@@ -499,20 +512,8 @@ pub fn validate_core_tools(
         require_approval: raw_run
             .require_approval
             .unwrap_or(run_defaults.require_approval),
-        timeout_s: clamped(
-            &raw_run.timeout_s,
-            &TIMEOUT_S,
-            run_defaults.timeout_s as usize,
-            file,
-            warnings,
-        ) as u64,
-        max_output_bytes: clamped(
-            &raw_run.max_output_bytes,
-            &MAX_OUTPUT_BYTES,
-            run_defaults.max_output_bytes,
-            file,
-            warnings,
-        ),
+        timeout_s: clamped(&raw_run.timeout_s, TIMEOUT_S, file, warnings)? as u64,
+        max_output_bytes: clamped(&raw_run.max_output_bytes, MAX_OUTPUT_BYTES, file, warnings)?,
         shell,
         environment,
         sandbox: raw_run.sandbox.unwrap_or_default(),

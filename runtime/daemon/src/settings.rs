@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use quiver_config::Spanned;
 use serde::Deserialize;
 
-use quiver_config::{ConfigError, ConfigWarning, clamp, invalid_at};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, int_setting, invalid_at};
 
 /// Where `quiver serve` listens when `serve.listen` is not given.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -68,7 +69,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             grants: vec!["*".to_owned()],
-            context_tokens: 200_000,
+            context_tokens: CONTEXT_TOKENS.default_int() as u64,
         }
     }
 }
@@ -91,24 +92,53 @@ pub struct RawGateway {
     context_tokens: Option<Spanned<i64>>,
 }
 
-/// What a key of these sections accepts, for error messages; `None` for
-/// keys of other sections.
+/// The keys of `serve`, described once (see `quiver_config::setting`).
+pub const SERVE_SETTINGS: &[Setting] = &[
+    Setting {
+        key: "serve.listen",
+        kind: Kind::Text("an address and port, e.g. 127.0.0.1:8765"),
+        default: DefaultValue::Str("127.0.0.1:8765"),
+        doc: "where `quiver serve` listens (API and MCP gateway); an address other than loopback is refused unless `--allow-non-loopback` is given",
+    },
+    Setting {
+        key: "serve.state_dir",
+        kind: Kind::Text("a directory path"),
+        default: DefaultValue::Described(
+            "`$XDG_STATE_HOME/quiver` (an absolute path), else `~/.local/state/quiver`, else `quiver-UID` in the temp dir when neither is set",
+        ),
+        doc: "the database (`quiver.db`: sessions, messages, activity log, gateway clients), the token file, `daemon.json` and plugin copies (`plugins/`, unless `plugins.state_dir` is set); made with mode 0700; refused when group or others may read or write it (fix: `chmod 700`) or another user owns it. `quiver.db` and its `-wal`/`-shm` files are mode 0600",
+    },
+];
+
+/// The keys of `gateway`, described once (see `quiver_config::setting`).
+pub const GATEWAY_SETTINGS: &[Setting] = &[
+    Setting {
+        key: "gateway.grants",
+        kind: Kind::List("a list of toolset or tool-name globs, e.g. [core, \"mcp-*\"]"),
+        default: DefaultValue::List(&["*"]),
+        doc: "what the stdio gateway (unless `--grant` is given) and the daemon's own token on `/mcp` may see and call; gateway clients made through the API have their own grant",
+    },
+    Setting::int(
+        "gateway.context_tokens",
+        1000,
+        10000000,
+        200000,
+        "the context size the gateway assembles for (it sizes the listing)",
+    ),
+];
+
+const CONTEXT_TOKENS: &Setting = by_key(GATEWAY_SETTINGS, "gateway.context_tokens");
+
+/// What a key of these sections accepts (from [`SERVE_SETTINGS`] and
+/// [`GATEWAY_SETTINGS`]), for error messages; `None` for keys of other
+/// sections.
 pub fn allowed_for(key: &str) -> Option<String> {
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let leaf = leaf.split('[').next().unwrap_or(leaf);
     let section = key.split(['.', '[']).next().unwrap_or(key);
-    let text = match (section, leaf) {
-        ("serve", "serve") => "a map with keys listen, state_dir",
-        ("serve", "listen") => "an address and port, e.g. 127.0.0.1:8765",
-        ("serve", "state_dir") => "a directory path",
-        ("serve", _) => "keys listen, state_dir",
-        ("gateway", "gateway") => "a map with keys grants, context_tokens",
-        ("gateway", "grants") => "a list of toolset or tool-name globs, e.g. [core, \"mcp-*\"]",
-        ("gateway", "context_tokens") => "an integer from 1000 to 10000000",
-        ("gateway", _) => "keys grants, context_tokens",
-        _ => return None,
-    };
-    Some(text.to_owned())
+    match section {
+        "serve" => quiver_config::setting::allowed_in(SERVE_SETTINGS, key),
+        "gateway" => quiver_config::setting::allowed_in(GATEWAY_SETTINGS, key),
+        _ => None,
+    }
 }
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
@@ -171,13 +201,12 @@ pub fn validate_gateway(
     };
     Ok(GatewayConfig {
         grants,
-        context_tokens: clamp(
+        context_tokens: int_setting(
             &raw.context_tokens,
-            "gateway.context_tokens",
-            (1000, 10_000_000),
-            defaults.context_tokens as i64,
+            CONTEXT_TOKENS,
+            CONTEXT_TOKENS.key,
             file,
             warnings,
-        ) as u64,
+        )? as u64,
     })
 }

@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::approval::{ApprovalPolicy, OnTimeout};
 use super::guardrail::{ArgumentPattern, GuardrailRule, Guardrails, RuleAction};
-use quiver_config::{ConfigError, ConfigWarning, clamp, invalid_at};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, int_setting, invalid_at};
 
 /// Feed keys redacted when `feed.redact` is not given.
 pub const DEFAULT_REDACT: [&str; 5] = ["password", "token", "secret", "api_key", "authorization"];
@@ -30,8 +31,8 @@ impl Default for GuardrailsConfig {
         GuardrailsConfig {
             default: RuleAction::Allow,
             rules: Vec::new(),
-            max_result_chars: 100_000,
-            call_timeout_ms: 120_000,
+            max_result_chars: MAX_RESULT_CHARS.default_int() as usize,
+            call_timeout_ms: CALL_TIMEOUT_MS.default_int() as u64,
         }
     }
 }
@@ -61,7 +62,7 @@ impl Default for ApprovalConfig {
         ApprovalConfig {
             require: Vec::new(),
             auto_approve: Vec::new(),
-            timeout_s: 300,
+            timeout_s: TIMEOUT_S.default_int() as u64,
             on_timeout: OnTimeout::Deny,
         }
     }
@@ -141,44 +142,123 @@ pub struct RawFeed {
     capacity: Option<Spanned<i64>>,
 }
 
-const GUARDRAILS_KEYS: &str = "default, rules, max_result_chars, call_timeout_ms";
-const RULE_KEYS: &str = "tool, action, reason, arguments";
-const APPROVAL_KEYS: &str = "require, auto_approve, timeout_s, on_timeout";
-const FEED_KEYS: &str = "redact, capacity";
+/// The keys of `guardrails`, `approval` and `feed`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "guardrails.default",
+        kind: Kind::Enum(&["allow", "deny"]),
+        default: DefaultValue::Str("allow"),
+        doc: "what a call no rule matches gets (see [Dispatch](#dispatch-hooks-guardrails-approval-feed))",
+    },
+    Setting {
+        key: "guardrails.rules",
+        kind: Kind::Tables,
+        default: DefaultValue::List(&[]),
+        doc: "each rule matches calls by `tool` (and `arguments`); the first matching rule decides",
+    },
+    Setting {
+        key: "guardrails.rules[].tool",
+        kind: Kind::Text("a tool-name glob, e.g. \"mcp_github_*\""),
+        default: DefaultValue::Required,
+        doc: "a glob over the exposed tool name",
+    },
+    Setting {
+        key: "guardrails.rules[].action",
+        kind: Kind::Enum(&["allow", "deny"]),
+        default: DefaultValue::Required,
+        doc: "what a matching call gets",
+    },
+    Setting {
+        key: "guardrails.rules[].reason",
+        kind: Kind::Text("a string"),
+        default: DefaultValue::None,
+        doc: "shown to the model when the call is denied",
+    },
+    Setting {
+        key: "guardrails.rules[].arguments",
+        kind: Kind::Tables,
+        default: DefaultValue::List(&[]),
+        doc: "the rule matches only if every pattern matches: `pointer` is a JSON pointer into the arguments (`\"\"` or `/key/...`), `regex` (Rust syntax, unanchored) is searched in the value (strings as they are, other values as compact JSON); a missing value does not match",
+    },
+    Setting {
+        key: "guardrails.rules[].arguments[].pointer",
+        kind: Kind::Text("a JSON pointer: \"\" or a path such as /repo"),
+        default: DefaultValue::Required,
+        doc: "a JSON pointer into the arguments (`\"\"` or `/key/...`)",
+    },
+    Setting {
+        key: "guardrails.rules[].arguments[].regex",
+        kind: Kind::Text("a regular expression (Rust regex syntax)"),
+        default: DefaultValue::Required,
+        doc: "searched (unanchored) in the value: strings as they are, other values as compact JSON",
+    },
+    Setting::int(
+        "guardrails.max_result_chars",
+        1000,
+        10000000,
+        100000,
+        "a result longer than this (characters of its JSON text) is cut there and ends with `[quiver: result cut: showed N of M characters]`",
+    ),
+    Setting::timeout(
+        "guardrails.call_timeout_ms",
+        1,
+        3600000,
+        120000,
+        "longest any tool call may take, whatever its source (the source's own limit, e.g. `plugins.call_timeout_ms`, also applies)",
+    ),
+    Setting {
+        key: "approval.require",
+        kind: Kind::List("a list of tool-name globs, e.g. [\"mcp_github_create_*\"]"),
+        default: DefaultValue::List(&[]),
+        doc: "tools (exposed names) whose calls wait for an approver",
+    },
+    Setting {
+        key: "approval.auto_approve",
+        kind: Kind::List("a list of tool-name globs, e.g. [\"mcp_github_create_*\"]"),
+        default: DefaultValue::List(&[]),
+        doc: "among those, tools approved at once without asking",
+    },
+    Setting::timeout(
+        "approval.timeout_s",
+        1,
+        86400,
+        300,
+        "how long a call waits for an answer",
+    ),
+    Setting {
+        key: "approval.on_timeout",
+        kind: Kind::Enum(&["deny"]),
+        default: DefaultValue::Str("deny"),
+        doc: "what happens then: the call is denied (`approval_timed_out`)",
+    },
+    Setting {
+        key: "feed.redact",
+        kind: Kind::List("a list of argument keys, e.g. [token, password]"),
+        default: DefaultValue::List(&DEFAULT_REDACT),
+        doc: "keys shown as `\"[redacted]\"` in the activity feed and approval requests (case-insensitive, at any depth)",
+    },
+    Setting::int(
+        "feed.capacity",
+        16,
+        1000000,
+        1024,
+        "events a feed receiver may fall behind before it loses the oldest",
+    ),
+];
 
-/// What a key of these sections accepts, for error messages.
+const MAX_RESULT_CHARS: &Setting = by_key(SETTINGS, "guardrails.max_result_chars");
+const CALL_TIMEOUT_MS: &Setting = by_key(SETTINGS, "guardrails.call_timeout_ms");
+const TIMEOUT_S: &Setting = by_key(SETTINGS, "approval.timeout_s");
+const CAPACITY: &Setting = by_key(SETTINGS, "feed.capacity");
+
+/// What a key of these sections accepts (from [`SETTINGS`]), for error
+/// messages; `None` for keys of other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let leaf = leaf.split('[').next().unwrap_or(leaf);
     let section = key.split(['.', '[']).next().unwrap_or(key);
-    Some(match (section, leaf) {
-        ("guardrails", "guardrails") => format!("a map with keys {GUARDRAILS_KEYS}"),
-        ("guardrails", "default") | ("guardrails", "action") => "allow, deny".into(),
-        ("guardrails", "max_result_chars") => "an integer from 1000 to 10000000".into(),
-        ("guardrails", "call_timeout_ms") => "an integer from 1 to 3600000".into(),
-        ("guardrails", "tool") => "a tool-name glob, e.g. \"mcp_github_*\"".into(),
-        ("guardrails", "reason") => "a string".into(),
-        ("guardrails", "pointer") => "a JSON pointer: \"\" or a path such as /repo".into(),
-        ("guardrails", "regex") => "a regular expression (Rust regex syntax)".into(),
-        ("guardrails", "arguments") => "a list of {pointer, regex} maps".into(),
-        ("guardrails", "rules") if key.ends_with(']') || !key.ends_with("rules") => {
-            format!("a map with keys {RULE_KEYS}")
-        }
-        ("guardrails", "rules") => format!("a list of maps with keys {RULE_KEYS}"),
-        ("guardrails", _) => format!("keys {GUARDRAILS_KEYS}"),
-        ("approval", "approval") => format!("a map with keys {APPROVAL_KEYS}"),
-        ("approval", "require") | ("approval", "auto_approve") => {
-            "a list of tool-name globs, e.g. [\"mcp_github_create_*\"]".into()
-        }
-        ("approval", "timeout_s") => "an integer from 1 to 86400".into(),
-        ("approval", "on_timeout") => "deny".into(),
-        ("approval", _) => format!("keys {APPROVAL_KEYS}"),
-        ("feed", "feed") => format!("a map with keys {FEED_KEYS}"),
-        ("feed", "redact") => "a list of argument keys, e.g. [token, password]".into(),
-        ("feed", "capacity") => "an integer from 16 to 1000000".into(),
-        ("feed", _) => format!("keys {FEED_KEYS}"),
-        _ => return None,
-    })
+    if !matches!(section, "guardrails" | "approval" | "feed") {
+        return None;
+    }
+    quiver_config::setting::allowed_in(SETTINGS, key)
 }
 
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
@@ -213,22 +293,20 @@ pub fn validate_guardrails(
     warnings: &mut Vec<ConfigWarning>,
 ) -> Result<GuardrailsConfig, ConfigError> {
     let defaults = GuardrailsConfig::default();
-    let max_result_chars = clamp(
+    let max_result_chars = int_setting(
         &raw.max_result_chars,
-        "guardrails.max_result_chars",
-        (1000, 10_000_000),
-        defaults.max_result_chars as i64,
+        MAX_RESULT_CHARS,
+        MAX_RESULT_CHARS.key,
         file,
         warnings,
-    );
-    let call_timeout_ms = clamp(
+    )?;
+    let call_timeout_ms = int_setting(
         &raw.call_timeout_ms,
-        "guardrails.call_timeout_ms",
-        (1, 3_600_000),
-        defaults.call_timeout_ms as i64,
+        CALL_TIMEOUT_MS,
+        CALL_TIMEOUT_MS.key,
         file,
         warnings,
-    );
+    )?;
     let mut rules = Vec::new();
     for (index, rule) in raw.rules.unwrap_or_default().into_iter().enumerate() {
         let mut patterns = Vec::new();
@@ -272,14 +350,7 @@ pub fn validate_approval(
     Ok(ApprovalConfig {
         require: globs(raw.require, "approval.require", file)?,
         auto_approve: globs(raw.auto_approve, "approval.auto_approve", file)?,
-        timeout_s: clamp(
-            &raw.timeout_s,
-            "approval.timeout_s",
-            (1, 86_400),
-            defaults.timeout_s as i64,
-            file,
-            warnings,
-        ) as u64,
+        timeout_s: int_setting(&raw.timeout_s, TIMEOUT_S, TIMEOUT_S.key, file, warnings)? as u64,
         on_timeout: raw.on_timeout.unwrap_or(defaults.on_timeout),
     })
 }
@@ -293,13 +364,6 @@ pub fn validate_feed(
     let defaults = FeedConfig::default();
     Ok(FeedConfig {
         redact: raw.redact.unwrap_or(defaults.redact),
-        capacity: clamp(
-            &raw.capacity,
-            "feed.capacity",
-            (16, 1_000_000),
-            defaults.capacity as i64,
-            file,
-            warnings,
-        ) as usize,
+        capacity: int_setting(&raw.capacity, CAPACITY, CAPACITY.key, file, warnings)? as usize,
     })
 }

@@ -28,18 +28,102 @@ use quiver_config::Spanned;
 use serde::Deserialize;
 
 use quiver_config::expand_vars;
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
 use quiver_config::{ConfigError, ConfigWarning, invalid_at};
 
-/// Keys a server entry accepts.
-pub const SERVER_KEYS: &str =
-    "command, args, env, cwd, url, headers, enabled, connect_timeout_s, call_timeout_s, tools";
-
 /// Default `connect_timeout_s`.
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 30;
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = CONNECT_TIMEOUT_S.default_int() as u64;
 /// Default `call_timeout_s`.
-pub const DEFAULT_CALL_TIMEOUT_S: u64 = 60;
+pub const DEFAULT_CALL_TIMEOUT_S: u64 = CALL_TIMEOUT_S.default_int() as u64;
 /// Largest `connect_timeout_s` and `call_timeout_s`.
-pub const MAX_TIMEOUT_S: u64 = 3600;
+pub const MAX_TIMEOUT_S: u64 = CALL_TIMEOUT_S.range().1 as u64;
+
+/// The keys of `mcp_servers`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "mcp_servers.NAME",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "an MCP server; `NAME` (1 to 64 of `[A-Za-z0-9_-]`) names its tools `mcp_NAME_<tool>` and its toolset `mcp-NAME`",
+    },
+    Setting {
+        key: "mcp_servers.NAME.command",
+        kind: Kind::Text("a program name or path"),
+        default: DefaultValue::None,
+        doc: "started in its own process group; the whole group is ended on shutdown, reconnect and crash",
+    },
+    Setting {
+        key: "mcp_servers.NAME.args",
+        kind: Kind::List("a list of strings"),
+        default: DefaultValue::List(&[]),
+        doc: "its arguments",
+    },
+    Setting {
+        key: "mcp_servers.NAME.env",
+        kind: Kind::Map("a map of variable name to value (${VAR} is expanded)"),
+        default: DefaultValue::EmptyMap,
+        doc: "added to the inherited environment; `${VAR}` is expanded at load time (unset: config error naming server and key)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.cwd",
+        kind: Kind::Text("a directory path"),
+        default: DefaultValue::Described("the current directory"),
+        doc: "working directory (relative paths are relative to the config file)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.url",
+        kind: Kind::Text("an http:// or https:// URL"),
+        default: DefaultValue::None,
+        doc: "a Streamable HTTP endpoint (`https` needs the `mcp-https` cargo feature)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.headers",
+        kind: Kind::Map("a map of header name to value (${VAR} is expanded)"),
+        default: DefaultValue::EmptyMap,
+        doc: "sent with every request, e.g. `Authorization: \"Bearer ${TOKEN}\"`; `${VAR}` is expanded as in `env`",
+    },
+    Setting {
+        key: "mcp_servers.NAME.enabled",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(true),
+        doc: "`false`: never started, shown as disabled",
+    },
+    Setting::timeout(
+        "mcp_servers.NAME.connect_timeout_s",
+        1,
+        3600,
+        30,
+        "longest a connection attempt (start, handshake, first tool listing) may take",
+    ),
+    Setting::timeout(
+        "mcp_servers.NAME.call_timeout_s",
+        1,
+        3600,
+        60,
+        "longest a tool call may take; the call is then cancelled on the server",
+    ),
+    Setting {
+        key: "mcp_servers.NAME.tools",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "which of the server's tools join the catalog",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.include",
+        kind: Kind::List("a list of tool-name globs"),
+        default: DefaultValue::Described("`[]` (all)"),
+        doc: "the server's own tool names that join the catalog",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.exclude",
+        kind: Kind::List("a list of tool-name globs"),
+        default: DefaultValue::List(&[]),
+        doc: "tool names left out (applied after `include`)",
+    },
+];
+
+const CONNECT_TIMEOUT_S: &Setting = by_key(SETTINGS, "mcp_servers.NAME.connect_timeout_s");
+const CALL_TIMEOUT_S: &Setting = by_key(SETTINGS, "mcp_servers.NAME.call_timeout_s");
 
 /// How to reach a server.
 #[derive(Clone, PartialEq, Eq)]
@@ -251,28 +335,10 @@ pub type RawMcpServers = BTreeMap<String, Spanned<RawMcpServer>>;
 
 /// What a `mcp_servers` key accepts, for error messages.
 pub fn allowed_for(key: &str) -> String {
-    let parts: Vec<&str> = key.split('.').collect();
-    let leaf = parts
-        .get(2)
-        .map(|l| l.split('[').next().unwrap_or(l))
-        .unwrap_or("");
-    match (parts.len(), leaf) {
-        (1, _) => "a map of server name to {command, args, env, cwd} or {url, headers}".into(),
-        (2, _) => format!("a map with keys {SERVER_KEYS}"),
-        (_, "command") => "a program name or path".into(),
-        (_, "args") => "a list of strings".into(),
-        (_, "env") => "a map of variable name to value (${VAR} is expanded)".into(),
-        (_, "cwd") => "a directory path".into(),
-        (_, "url") => "an http:// or https:// URL".into(),
-        (_, "headers") => "a map of header name to value (${VAR} is expanded)".into(),
-        (_, "enabled") => "true, false".into(),
-        (_, "connect_timeout_s") | (_, "call_timeout_s") => {
-            format!("an integer from 1 to {MAX_TIMEOUT_S}")
-        }
-        (_, "tools") if parts.len() > 3 => "a list of tool-name globs".into(),
-        (_, "tools") => "a map with keys include, exclude (lists of tool-name globs)".into(),
-        _ => format!("keys {SERVER_KEYS}"),
+    if key == "mcp_servers" {
+        return "a map of server name to {command, args, env, cwd} or {url, headers}".into();
     }
+    quiver_config::setting::allowed_in(SETTINGS, key).unwrap_or_default()
 }
 
 // ---- validation ------------------------------------------------------------
@@ -310,19 +376,13 @@ fn env_lookup(name: &str) -> Option<String> {
 fn timeout(
     ctx: &Ctx<'_>,
     raw: &Option<Spanned<i64>>,
-    key: &str,
-    default: u64,
+    setting: &Setting,
     warnings: &mut Vec<ConfigWarning>,
-) -> Duration {
-    let used = quiver_config::clamp(
-        raw,
-        &format!("mcp_servers.{}.{key}", ctx.server),
-        (1, MAX_TIMEOUT_S as i64),
-        default as i64,
-        ctx.file,
-        warnings,
-    );
-    Duration::from_secs(used as u64)
+) -> Result<Duration, ConfigError> {
+    let leaf = setting.key.rsplit('.').next().unwrap_or_default();
+    let key = format!("mcp_servers.{}.{leaf}", ctx.server);
+    let used = quiver_config::int_setting(raw, setting, &key, ctx.file, warnings)?;
+    Ok(Duration::from_secs(used as u64))
 }
 
 fn expanded_map(
@@ -471,20 +531,8 @@ pub fn validate(
         let server = McpServerConfig {
             transport,
             enabled: raw.enabled.unwrap_or(true),
-            connect_timeout: timeout(
-                &ctx,
-                &raw.connect_timeout_s,
-                "connect_timeout_s",
-                DEFAULT_CONNECT_TIMEOUT_S,
-                warnings,
-            ),
-            call_timeout: timeout(
-                &ctx,
-                &raw.call_timeout_s,
-                "call_timeout_s",
-                DEFAULT_CALL_TIMEOUT_S,
-                warnings,
-            ),
+            connect_timeout: timeout(&ctx, &raw.connect_timeout_s, CONNECT_TIMEOUT_S, warnings)?,
+            call_timeout: timeout(&ctx, &raw.call_timeout_s, CALL_TIMEOUT_S, warnings)?,
             tools,
             name: name.clone(),
         };

@@ -29,27 +29,124 @@ use quiver_config::Spanned;
 use serde::Deserialize;
 
 use quiver_config::expand_vars;
-use quiver_config::{ConfigError, ConfigWarning, clamp, invalid_at};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, int_setting, invalid_at};
 
-/// Keys a model entry accepts.
-pub const MODEL_KEYS: &str = "provider, base_url, model, api_key, headers, context_tokens, max_output_tokens, timeout_s, max_retries, max_tokens_field, tls_ca_file";
+/// The keys of `models` and `default_model`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "models.NAME",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "a model sessions can use (see [Model providers](#model-providers)); `NAME`: 1 to 64 of `[A-Za-z0-9_-]`",
+    },
+    Setting {
+        key: "models.NAME.provider",
+        kind: Kind::Enum(&["openai", "anthropic"]),
+        default: DefaultValue::Required,
+        doc: "`openai`: Chat Completions (OpenAI, llama.cpp's server, vLLM, Ollama, gateways); `anthropic`: Messages",
+    },
+    Setting {
+        key: "models.NAME.model",
+        kind: Kind::Text("the model identifier the server expects"),
+        default: DefaultValue::Required,
+        doc: "the model identifier sent in each request",
+    },
+    Setting {
+        key: "models.NAME.base_url",
+        kind: Kind::Text("an http:// or https:// URL"),
+        default: DefaultValue::Described(
+            "`https://api.openai.com/v1` (`openai`), `https://api.anthropic.com` (`anthropic`)",
+        ),
+        doc: "where the API lives: requests go to `{base_url}/chat/completions` (`openai`) or `{base_url}/v1/messages` (`anthropic`; a base ending in `/v1` gets no second one). Local servers: `http://127.0.0.1:8080/v1` (llama.cpp), `http://127.0.0.1:8000/v1` (vLLM), `http://127.0.0.1:11434/v1` (Ollama)",
+    },
+    Setting {
+        key: "models.NAME.api_key",
+        kind: Kind::Text("a key, usually \"${VARIABLE}\" (expanded at load time)"),
+        default: DefaultValue::None,
+        doc: "sent as `Authorization: Bearer` (`openai`) or `x-api-key` (`anthropic`); write `\"${VAR}\"` to read it from the environment at load time (unset: config error naming model and key). Local servers need none",
+    },
+    Setting {
+        key: "models.NAME.headers",
+        kind: Kind::Map("a map of header name to value (${VAR} is expanded)"),
+        default: DefaultValue::EmptyMap,
+        doc: "sent with every request; `${VAR}` is expanded as in `api_key`",
+    },
+    Setting::int(
+        "models.NAME.context_tokens",
+        1000,
+        10000000,
+        128000,
+        "the model's context window (sizes the tool listing and the history)",
+    ),
+    Setting::int(
+        "models.NAME.max_output_tokens",
+        1,
+        1000000,
+        4096,
+        "output limit of a turn that does not set its own",
+    ),
+    Setting::timeout(
+        "models.NAME.timeout_s",
+        1,
+        3600,
+        300,
+        "longest one request may take, answer included; a timed-out request is not retried",
+    ),
+    Setting::int(
+        "models.NAME.max_retries",
+        0,
+        10,
+        2,
+        "further attempts after a 429, a 5xx or a refused or broken connection (backoff 0.5 s doubling, up to 30 s, longer if `retry-after` asks, up to 60 s); other 4xx answers are never retried",
+    ),
+    Setting {
+        key: "models.NAME.max_tokens_field",
+        kind: Kind::Enum(&["auto", "max_tokens", "max_completion_tokens"]),
+        default: DefaultValue::Str("auto"),
+        doc: "`openai` only: the request field of the output limit. `auto`: `max_completion_tokens` for `api.openai.com` (its reasoning models refuse `max_tokens`), `max_tokens` elsewhere (older llama.cpp and Ollama ignore `max_completion_tokens`); a server that answers 400 asking for `max_completion_tokens` gets it from then on",
+    },
+    Setting {
+        key: "models.NAME.tls_ca_file",
+        kind: Kind::Text("a PEM file of CA certificates (https base URLs only)"),
+        default: DefaultValue::None,
+        doc: "`https` only: CA certificates trusted besides the system's, for a server with a private CA (relative to the config file)",
+    },
+    Setting {
+        key: "default_model",
+        kind: Kind::Text("the name of a model under `models`"),
+        default: DefaultValue::Described("the only model, when there is one"),
+        doc: "the model sessions use unless they ask for another; required when several models are configured",
+    },
+];
+
+const CONTEXT_TOKENS: &Setting = by_key(SETTINGS, "models.NAME.context_tokens");
+const MAX_OUTPUT_TOKENS: &Setting = by_key(SETTINGS, "models.NAME.max_output_tokens");
+const TIMEOUT_S: &Setting = by_key(SETTINGS, "models.NAME.timeout_s");
+const RETRIES: &Setting = by_key(SETTINGS, "models.NAME.max_retries");
 
 /// Default `context_tokens`.
-pub const DEFAULT_CONTEXT_TOKENS: u64 = 128_000;
+pub const DEFAULT_CONTEXT_TOKENS: u64 = CONTEXT_TOKENS.default_int() as u64;
 /// Smallest and largest `context_tokens`.
-pub const CONTEXT_TOKENS_RANGE: (u64, u64) = (1_000, 10_000_000);
+pub const CONTEXT_TOKENS_RANGE: (u64, u64) = (
+    CONTEXT_TOKENS.range().0 as u64,
+    CONTEXT_TOKENS.range().1 as u64,
+);
 /// Default `max_output_tokens`.
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = MAX_OUTPUT_TOKENS.default_int() as u32;
 /// Smallest and largest `max_output_tokens`.
-pub const MAX_OUTPUT_TOKENS_RANGE: (u32, u32) = (1, 1_000_000);
+pub const MAX_OUTPUT_TOKENS_RANGE: (u32, u32) = (
+    MAX_OUTPUT_TOKENS.range().0 as u32,
+    MAX_OUTPUT_TOKENS.range().1 as u32,
+);
 /// Default `timeout_s`: a long answer from a slow local model takes minutes.
-pub const DEFAULT_TIMEOUT_S: u64 = 300;
+pub const DEFAULT_TIMEOUT_S: u64 = TIMEOUT_S.default_int() as u64;
 /// Largest `timeout_s`.
-pub const MAX_TIMEOUT_S: u64 = 3_600;
+pub const MAX_TIMEOUT_S: u64 = TIMEOUT_S.range().1 as u64;
 /// Default `max_retries`.
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
+pub const DEFAULT_MAX_RETRIES: u32 = RETRIES.default_int() as u32;
 /// Largest `max_retries`.
-pub const MAX_RETRIES: u32 = 10;
+pub const MAX_RETRIES: u32 = RETRIES.range().1 as u32;
 /// The pause before the first retry; doubled for each later one.
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
@@ -243,30 +340,10 @@ pub fn allowed_for(key: &str) -> Option<String> {
     if key != "models" && !key.starts_with("models.") {
         return None;
     }
-    let parts: Vec<&str> = key.split('.').collect();
-    let leaf = parts.get(2).copied().unwrap_or("");
-    Some(match (parts.len(), leaf) {
-        (1, _) => "a map of model name to {provider, model, base_url, api_key, ...}".into(),
-        (2, _) => format!("a map with keys {MODEL_KEYS}"),
-        (_, "provider") => "openai, anthropic".into(),
-        (_, "base_url") => "an http:// or https:// URL".into(),
-        (_, "model") => "the model identifier the server expects".into(),
-        (_, "api_key") => "a key, usually \"${VARIABLE}\" (expanded at load time)".into(),
-        (_, "headers") => "a map of header name to value (${VAR} is expanded)".into(),
-        (_, "context_tokens") => format!(
-            "an integer from {} to {}",
-            CONTEXT_TOKENS_RANGE.0, CONTEXT_TOKENS_RANGE.1
-        ),
-        (_, "max_output_tokens") => format!(
-            "an integer from {} to {}",
-            MAX_OUTPUT_TOKENS_RANGE.0, MAX_OUTPUT_TOKENS_RANGE.1
-        ),
-        (_, "timeout_s") => format!("an integer from 1 to {MAX_TIMEOUT_S}"),
-        (_, "max_retries") => format!("an integer from 0 to {MAX_RETRIES}"),
-        (_, "max_tokens_field") => "auto, max_tokens, max_completion_tokens".into(),
-        (_, "tls_ca_file") => "a PEM file of CA certificates (https base URLs only)".into(),
-        _ => format!("keys {MODEL_KEYS}"),
-    })
+    if key == "models" {
+        return Some("a map of model name to {provider, model, base_url, api_key, ...}".into());
+    }
+    quiver_config::setting::allowed_in(SETTINGS, key)
 }
 
 // ---- validation ------------------------------------------------------------
@@ -294,19 +371,11 @@ impl Ctx<'_> {
     fn number(
         &self,
         raw: &Option<Spanned<i64>>,
-        key: &str,
-        (min, max): (u64, u64),
-        default: u64,
+        setting: &Setting,
         warnings: &mut Vec<ConfigWarning>,
-    ) -> u64 {
-        clamp(
-            raw,
-            &self.key(key),
-            (min as i64, max as i64),
-            default as i64,
-            self.file,
-            warnings,
-        ) as u64
+    ) -> Result<u64, ConfigError> {
+        let leaf = setting.key.rsplit('.').next().unwrap_or_default();
+        int_setting(raw, setting, &self.key(leaf), self.file, warnings).map(|n| n as u64)
     }
 
     fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
@@ -414,37 +483,10 @@ fn validate_model(
         Some(file) => Some(PathBuf::from(&file.value)),
         None => None,
     };
-    let context_tokens = ctx.number(
-        &raw.context_tokens,
-        "context_tokens",
-        CONTEXT_TOKENS_RANGE,
-        DEFAULT_CONTEXT_TOKENS,
-        warnings,
-    );
-    let max_output_tokens = ctx.number(
-        &raw.max_output_tokens,
-        "max_output_tokens",
-        (
-            u64::from(MAX_OUTPUT_TOKENS_RANGE.0),
-            u64::from(MAX_OUTPUT_TOKENS_RANGE.1),
-        ),
-        u64::from(DEFAULT_MAX_OUTPUT_TOKENS),
-        warnings,
-    );
-    let timeout_s = ctx.number(
-        &raw.timeout_s,
-        "timeout_s",
-        (1, MAX_TIMEOUT_S),
-        DEFAULT_TIMEOUT_S,
-        warnings,
-    );
-    let max_retries = ctx.number(
-        &raw.max_retries,
-        "max_retries",
-        (0, u64::from(MAX_RETRIES)),
-        u64::from(DEFAULT_MAX_RETRIES),
-        warnings,
-    );
+    let context_tokens = ctx.number(&raw.context_tokens, CONTEXT_TOKENS, warnings)?;
+    let max_output_tokens = ctx.number(&raw.max_output_tokens, MAX_OUTPUT_TOKENS, warnings)?;
+    let timeout_s = ctx.number(&raw.timeout_s, TIMEOUT_S, warnings)?;
+    let max_retries = ctx.number(&raw.max_retries, RETRIES, warnings)?;
     let mut config = ModelConfig::new(ctx.model, provider, base_url, model);
     config.api_key = api_key;
     config.headers = headers;

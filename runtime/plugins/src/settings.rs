@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use quiver_config::{ConfigError, ConfigWarning, IntKey, Spanned, clamp};
+use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
+use quiver_config::{ConfigError, ConfigWarning, Spanned, int_setting};
 use serde::Deserialize;
 
 /// The validated `plugins` settings.
@@ -36,8 +37,8 @@ impl Default for PluginsConfig {
         PluginsConfig {
             dirs: Vec::new(),
             state_dir: None,
-            call_timeout_ms: 30_000,
-            reload_warn_after: 100,
+            call_timeout_ms: CALL_TIMEOUT_MS.default_int() as u64,
+            reload_warn_after: RELOAD_WARN_AFTER.default_int() as u64,
             pin: BTreeMap::new(),
             include: Vec::new(),
             max_file_bytes: crate::files::DEFAULT_MAX_FILE_BYTES,
@@ -71,45 +72,66 @@ impl PluginsConfig {
     }
 }
 
-const CALL_TIMEOUT_MS: IntKey = IntKey {
-    key: "plugins.call_timeout_ms",
-    min: 1,
-    max: 600_000,
-};
-const RELOAD_WARN_AFTER: IntKey = IntKey {
-    key: "plugins.reload_warn_after",
-    min: 1,
-    max: 100_000,
-};
-const MAX_FILE_BYTES: IntKey = IntKey {
-    key: "plugins.max_file_bytes",
-    min: 4096,
-    max: 4 * 1024 * 1024 * 1024,
-};
-const PLUGINS_KEYS: &str =
-    "dirs, include, state_dir, call_timeout_ms, reload_warn_after, max_file_bytes, pin";
+/// The keys of `plugins`, described once (see `quiver_config::setting`).
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "plugins.dirs",
+        kind: Kind::List("a list of directory paths"),
+        default: DefaultValue::List(&[]),
+        doc: "directories whose `*.so` files are plugins, watched for changes (relative paths are relative to the config file)",
+    },
+    Setting {
+        key: "plugins.include",
+        kind: Kind::List("a list of file-name globs, e.g. [\"libquiver_plugin_*.so\"]"),
+        default: DefaultValue::Described("`[]` (every `*.so`)"),
+        doc: "only plugin files whose name matches are loaded (the embedded default loads `libquiver_plugin_*.so` from beside the binary)",
+    },
+    Setting {
+        key: "plugins.state_dir",
+        kind: Kind::Text("a directory path"),
+        default: DefaultValue::Described("`plugins/` in the default `serve.state_dir`"),
+        doc: "where a private copy of each loaded plugin generation is kept; must not be writable by others",
+    },
+    Setting::timeout(
+        "plugins.call_timeout_ms",
+        1,
+        600000,
+        30000,
+        "longest a plugin call may take; a plugin that times out 3 times in a row is marked unhealthy and not called until it reloads",
+    ),
+    Setting::int(
+        "plugins.reload_warn_after",
+        1,
+        100000,
+        100,
+        "warn once this many plugin generations are loaded (they are never unloaded; each keeps about its `.so` size mapped)",
+    ),
+    Setting::int(
+        "plugins.max_file_bytes",
+        4096,
+        4294967296,
+        268435456,
+        "largest plugin file considered: a larger one is refused before any of it is read (a file is also refused unless it is a regular file that starts with the ELF magic)",
+    ),
+    Setting {
+        key: "plugins.pin",
+        kind: Kind::Map("a map of plugin file name (without .so) to its sha256 as 64 hex digits"),
+        default: DefaultValue::EmptyMap,
+        doc: "a plugin file whose sha256 differs from its pin is refused before it is opened",
+    },
+];
 
-/// What a `plugins...` key accepts; `None` for keys of other sections.
+const CALL_TIMEOUT_MS: &Setting = by_key(SETTINGS, "plugins.call_timeout_ms");
+const RELOAD_WARN_AFTER: &Setting = by_key(SETTINGS, "plugins.reload_warn_after");
+const MAX_FILE_BYTES: &Setting = by_key(SETTINGS, "plugins.max_file_bytes");
+
+/// What a `plugins...` key accepts (from [`SETTINGS`]); `None` for keys of
+/// other sections.
 pub fn allowed_for(key: &str) -> Option<String> {
     if key != "plugins" && !key.starts_with("plugins.") && !key.starts_with("plugins[") {
         return None;
     }
-    Some(match (key, ()) {
-        ("plugins", ()) => format!("a map with keys {PLUGINS_KEYS}"),
-        ("plugins.dirs", ()) => "a list of directory paths".into(),
-        ("plugins.state_dir", ()) => "a directory path".into(),
-        _ if key.starts_with("plugins.include") => {
-            "a list of file-name globs, e.g. [\"libquiver_plugin_*.so\"]".into()
-        }
-        ("plugins.call_timeout_ms", ()) => "an integer from 1 to 600000".into(),
-        ("plugins.reload_warn_after", ()) => "an integer from 1 to 100000".into(),
-        ("plugins.max_file_bytes", ()) => "an integer from 4096 to 4294967296".into(),
-        _ if key.starts_with("plugins.pin") => {
-            "a map of plugin file name (without .so) to its sha256 as 64 hex digits".into()
-        }
-        _ if key.starts_with("plugins.dirs") => "a directory path".into(),
-        _ => format!("keys {PLUGINS_KEYS}"),
-    })
+    quiver_config::setting::allowed_in(SETTINGS, key)
 }
 
 fn allowed(key: &str) -> String {
@@ -135,31 +157,27 @@ pub fn validate_plugins(
     file: &str,
     warnings: &mut Vec<ConfigWarning>,
 ) -> Result<PluginsConfig, ConfigError> {
-    let defaults = PluginsConfig::default();
-    let call_timeout_ms = clamp(
+    let call_timeout_ms = int_setting(
         &raw.call_timeout_ms,
+        CALL_TIMEOUT_MS,
         CALL_TIMEOUT_MS.key,
-        (CALL_TIMEOUT_MS.min, CALL_TIMEOUT_MS.max),
-        defaults.call_timeout_ms as i64,
         file,
         warnings,
-    );
-    let reload_warn_after = clamp(
+    )?;
+    let reload_warn_after = int_setting(
         &raw.reload_warn_after,
+        RELOAD_WARN_AFTER,
         RELOAD_WARN_AFTER.key,
-        (RELOAD_WARN_AFTER.min, RELOAD_WARN_AFTER.max),
-        defaults.reload_warn_after as i64,
         file,
         warnings,
-    );
-    let max_file_bytes = clamp(
+    )?;
+    let max_file_bytes = int_setting(
         &raw.max_file_bytes,
+        MAX_FILE_BYTES,
         MAX_FILE_BYTES.key,
-        (MAX_FILE_BYTES.min, MAX_FILE_BYTES.max),
-        defaults.max_file_bytes as i64,
         file,
         warnings,
-    );
+    )?;
     let mut dirs = Vec::new();
     for (index, dir) in raw.dirs.unwrap_or_default().into_iter().enumerate() {
         if dir.value.trim().is_empty() {

@@ -6,12 +6,17 @@
 //! clamps numbers (with a warning), checks globs and builds [`Config`].
 //! Wrong types, unknown words and unknown keys are [`ConfigError`]s naming
 //! the file, line, column, key and the allowed values.
+//!
+//! Every key is described once, in its section's crate; [`settings`]
+//! collects them. [`check`] (what `quiver config check` runs) reports every
+//! problem of a file at once; [`json_schema`] and [`markdown_table`] are
+//! the committed `docs/quiver.schema.json` and the README's table.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use quiver_catalog::settings::{RawToolSearchSetting, ToolSearchConfig};
-use quiver_config::{ConfigError, ConfigWarning, Spanned};
+use quiver_config::{ConfigError, ConfigWarning, Setting, Spanned};
 use quiver_plugins::settings::{PluginsConfig, RawPlugins};
 use serde::Deserialize;
 
@@ -80,6 +85,76 @@ struct RawTools {
 }
 
 // ---- keys and what they allow --------------------------------------------
+
+/// Every key of `quiver.yaml`, section by section, in the order of the
+/// README's table.
+pub fn settings() -> Vec<Setting> {
+    [
+        quiver_catalog::settings::SETTINGS,
+        quiver_plugins::settings::SETTINGS,
+        quiver_mcp::config::SETTINGS,
+        quiver_dispatch::settings::SETTINGS,
+        quiver_core_tools::settings::SETTINGS,
+        quiver_model::settings::SETTINGS,
+        crate::settings::SERVE_SETTINGS,
+        quiver_agent::settings::SETTINGS,
+        crate::settings::GATEWAY_SETTINGS,
+    ]
+    .concat()
+}
+
+/// The JSON Schema (draft 2020-12) of `quiver.yaml`, from [`settings`].
+pub fn json_schema() -> serde_json::Value {
+    quiver_config::setting::json_schema(&settings(), "quiver.yaml")
+}
+
+/// The markdown table of every key, from [`settings`].
+pub fn markdown_table() -> String {
+    quiver_config::setting::markdown_table(&settings())
+}
+
+/// Where the README's table starts and ends.
+pub const TABLE_MARKERS: (&str, &str) = ("<!-- settings:start -->", "<!-- settings:end -->");
+
+/// The committed schema, relative to the repository's root.
+pub const SCHEMA_PATH: &str = "docs/quiver.schema.json";
+
+/// The command that rewrites the generated docs.
+pub const REFRESH_COMMAND: &str = "cargo run -p quiver -- config schema --write .";
+
+/// The generated files under `root` (a checkout of the repository): the
+/// schema's path and text, and the README's path and text with its table
+/// replaced. Fails when the README has no table markers.
+pub fn generated_docs(root: &Path) -> Result<Vec<(std::path::PathBuf, String)>, String> {
+    let schema = serde_json::to_string_pretty(&json_schema()).map_err(|e| e.to_string())? + "\n";
+    let readme_path = root.join("README.md");
+    let readme = std::fs::read_to_string(&readme_path)
+        .map_err(|e| format!("{}: {e}", readme_path.display()))?;
+    let (start, end) = TABLE_MARKERS;
+    let readme = quiver_config::setting::replace_between(&readme, start, end, &markdown_table())
+        .ok_or_else(|| {
+            format!(
+                "{} has no `{start}` ... `{end}` markers",
+                readme_path.display()
+            )
+        })?;
+    Ok(vec![
+        (root.join(SCHEMA_PATH), schema),
+        (readme_path, readme),
+    ])
+}
+
+/// Rewrites the generated docs under `root`; returns the files changed.
+pub fn write_docs(root: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut changed = Vec::new();
+    for (path, text) in generated_docs(root)? {
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            changed.push(path);
+        }
+    }
+    Ok(changed)
+}
 
 /// What a key accepts, for error messages.
 fn allowed_for(key: &str) -> String {
@@ -172,57 +247,150 @@ pub fn embedded_default() -> Result<LoadedConfig, ConfigError> {
     Ok(loaded)
 }
 
-/// Parses and validates config text; `file` names it in messages.
+/// Parses and validates config text; `file` names it in messages. The
+/// first problem is the error (see [`check`] for all of them).
 pub fn parse(text: &str, file: &str) -> Result<LoadedConfig, ConfigError> {
     let raw: RawConfig = quiver_config::read_document(text, file, allowed_for)?;
+    validate(raw, file).map_err(|mut errors| errors.remove(0))
+}
+
+/// Like [`parse`], but every problem that can be told: the syntax error,
+/// or else every duplicate key, unknown key (with the closest known one),
+/// wrong type, unknown word and number under its minimum of the whole
+/// file; when there is none of those, every section's own problems
+/// (globs, URLs, names...). Never an empty list.
+pub fn check(text: &str, file: &str) -> Result<LoadedConfig, Vec<ConfigError>> {
+    let problems = quiver_config::check_document(text, file, &settings());
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let raw: RawConfig =
+        quiver_config::read_document(text, file, allowed_for).map_err(|e| vec![e])?;
     validate(raw, file)
 }
 
-fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, ConfigError> {
+/// [`check`] of a file, with its paths made absolute like [`load_file`].
+pub fn check_file(path: &Path) -> Result<LoadedConfig, Vec<ConfigError>> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        vec![ConfigError::Io {
+            file: file.clone(),
+            source,
+        }]
+    })?;
+    let mut loaded = check(&text, &file)?;
+    let base =
+        quiver_config::paths::absolute(Path::new("."), path.parent().unwrap_or(Path::new("")));
+    loaded.config.resolve_relative_to(&base);
+    Ok(loaded)
+}
+
+/// The value of `result`, or `None` with its error kept in `errors`.
+fn keep<T>(errors: &mut Vec<ConfigError>, result: Result<T, ConfigError>) -> Option<T> {
+    result.map_err(|error| errors.push(error)).ok()
+}
+
+/// Validates every section, collecting the error of each that has one.
+fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>> {
     let mut warnings = Vec::new();
-    let plugins = quiver_plugins::settings::validate_plugins(
-        raw.plugins.unwrap_or_default(),
-        file,
-        &mut warnings,
-    )?;
-    let guardrails = quiver_dispatch::settings::validate_guardrails(
-        raw.guardrails.unwrap_or_default(),
-        file,
-        &mut warnings,
-    )?;
-    let approval = quiver_dispatch::settings::validate_approval(
-        raw.approval.unwrap_or_default(),
-        file,
-        &mut warnings,
-    )?;
-    let feed = quiver_dispatch::settings::validate_feed(
-        raw.feed.unwrap_or_default(),
-        file,
-        &mut warnings,
-    )?;
-    let mcp_servers =
-        quiver_mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings)?;
-    let serve = crate::settings::validate_serve(raw.serve.unwrap_or_default(), file)?;
-    let agent =
-        quiver_agent::settings::validate_agent(raw.agent.unwrap_or_default(), file, &mut warnings)?;
-    let gateway =
-        crate::settings::validate_gateway(raw.gateway.unwrap_or_default(), file, &mut warnings)?;
-    let core_tools = quiver_core_tools::settings::validate_core_tools(
-        raw.core_tools.unwrap_or_default(),
-        file,
-        &mut warnings,
-    )?;
-    let models = quiver_model::settings::validate(
-        raw.models.unwrap_or_default(),
-        raw.default_model,
-        file,
-        &mut warnings,
-    )?;
-    let tool_search = quiver_catalog::settings::validate_tool_search(
-        raw.tools.and_then(|t| t.tool_search),
-        file,
-        &mut warnings,
-    )?;
+    let mut errors = Vec::new();
+    let plugins = keep(
+        &mut errors,
+        quiver_plugins::settings::validate_plugins(
+            raw.plugins.unwrap_or_default(),
+            file,
+            &mut warnings,
+        ),
+    );
+    let guardrails = keep(
+        &mut errors,
+        quiver_dispatch::settings::validate_guardrails(
+            raw.guardrails.unwrap_or_default(),
+            file,
+            &mut warnings,
+        ),
+    );
+    let approval = keep(
+        &mut errors,
+        quiver_dispatch::settings::validate_approval(
+            raw.approval.unwrap_or_default(),
+            file,
+            &mut warnings,
+        ),
+    );
+    let feed = keep(
+        &mut errors,
+        quiver_dispatch::settings::validate_feed(raw.feed.unwrap_or_default(), file, &mut warnings),
+    );
+    let mcp_servers = keep(
+        &mut errors,
+        quiver_mcp::config::validate(raw.mcp_servers.unwrap_or_default(), file, &mut warnings),
+    );
+    let serve = keep(
+        &mut errors,
+        crate::settings::validate_serve(raw.serve.unwrap_or_default(), file),
+    );
+    let agent = keep(
+        &mut errors,
+        quiver_agent::settings::validate_agent(raw.agent.unwrap_or_default(), file, &mut warnings),
+    );
+    let gateway = keep(
+        &mut errors,
+        crate::settings::validate_gateway(raw.gateway.unwrap_or_default(), file, &mut warnings),
+    );
+    let core_tools = keep(
+        &mut errors,
+        quiver_core_tools::settings::validate_core_tools(
+            raw.core_tools.unwrap_or_default(),
+            file,
+            &mut warnings,
+        ),
+    );
+    let models = keep(
+        &mut errors,
+        quiver_model::settings::validate(
+            raw.models.unwrap_or_default(),
+            raw.default_model,
+            file,
+            &mut warnings,
+        ),
+    );
+    let tool_search = keep(
+        &mut errors,
+        quiver_catalog::settings::validate_tool_search(
+            raw.tools.and_then(|t| t.tool_search),
+            file,
+            &mut warnings,
+        ),
+    );
+    let (
+        Some(tool_search),
+        Some(plugins),
+        Some(mcp_servers),
+        Some(guardrails),
+        Some(approval),
+        Some(feed),
+        Some(core_tools),
+        Some(models),
+        Some(serve),
+        Some(agent),
+        Some(gateway),
+    ) = (
+        tool_search,
+        plugins,
+        mcp_servers,
+        guardrails,
+        approval,
+        feed,
+        core_tools,
+        models,
+        serve,
+        agent,
+        gateway,
+    )
+    else {
+        return Err(errors);
+    };
     Ok(LoadedConfig {
         config: Config {
             tool_search,
@@ -262,6 +430,7 @@ pub(crate) fn invalid_parts(text: &str) -> (String, u32, u32, String, String) {
 mod tests {
     mod core_tools;
     mod dispatch;
+    mod docs;
     mod model;
     mod root;
     mod serve;

@@ -39,7 +39,7 @@ fn defaults_and_clamps() {
     assert!(c.approval.require.is_empty());
     assert!(c.feed.redact.iter().any(|k| k == "password"));
     let loaded = parse(
-        "approval:\n  timeout_s: 0\nfeed:\n  capacity: 1\n",
+        "approval:\n  timeout_s: 99999\nfeed:\n  capacity: 1\n",
         "q.yaml",
     )
     .unwrap();

@@ -69,12 +69,12 @@ fn api_key_is_expanded_and_an_unset_variable_names_model_and_key() {
 
 #[test]
 fn out_of_range_numbers_are_clamped_with_warnings() {
-    let text = "models:\n  m:\n    provider: openai\n    model: x\n    context_tokens: 5\n    max_retries: 99\n    timeout_s: 0\n";
+    let text = "models:\n  m:\n    provider: openai\n    model: x\n    context_tokens: 5\n    max_retries: 99\n    timeout_s: 99999\n";
     let (config, warnings) = models(text);
     let m = &config.models["m"];
     assert_eq!(m.context_tokens, CONTEXT_TOKENS_RANGE.0);
     assert_eq!(m.max_retries, MAX_RETRIES);
-    assert_eq!(m.timeout, Duration::from_secs(1));
+    assert_eq!(m.timeout, Duration::from_secs(MAX_TIMEOUT_S));
     let keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
     assert_eq!(
         keys,

@@ -2,6 +2,7 @@
 
 use crate::config::invalid_parts as invalid;
 use crate::config::*;
+use quiver_config::ConfigError;
 use quiver_config::Switch;
 use std::path::{Path, PathBuf};
 
@@ -118,8 +119,98 @@ fn bad_eager_glob_is_an_error() {
 
 #[test]
 fn yaml_syntax_error_has_a_location() {
-    let (_, line, ..) = invalid("tools: [\n");
-    assert!(line >= 1);
+    match parse("tools: [1\n", "q.yaml") {
+        Err(error @ ConfigError::Syntax { line: 1, .. }) => assert_eq!(
+            error.to_string(),
+            "q.yaml:1:8: YAML syntax error: unclosed bracket '['"
+        ),
+        other => panic!("expected a syntax error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_duplicate_key_is_named_plainly() {
+    let (key, line, column, message, _) = invalid("approval:\n  timeout_s: 5\n  timeout_s: 6\n");
+    assert_eq!((key.as_str(), line, column), ("approval.timeout_s", 3, 3));
+    assert_eq!(
+        message,
+        "duplicate key `timeout_s` (first written at line 2)"
+    );
+}
+
+#[test]
+fn timeouts_under_their_minimum_are_errors_not_clamps() {
+    for (text, key) in [
+        ("approval:\n  timeout_s: 0\n", "approval.timeout_s"),
+        (
+            "plugins:\n  call_timeout_ms: -5\n",
+            "plugins.call_timeout_ms",
+        ),
+        (
+            "guardrails:\n  call_timeout_ms: 0\n",
+            "guardrails.call_timeout_ms",
+        ),
+        (
+            "mcp_servers:\n  s:\n    command: x\n    call_timeout_s: 0\n",
+            "mcp_servers.s.call_timeout_s",
+        ),
+    ] {
+        let (found, _, _, message, allowed) = invalid(text);
+        assert_eq!(found, key, "{text}");
+        assert!(message.contains("is less than"), "{message}");
+        assert!(allowed.starts_with("an integer from 1 to "), "{allowed}");
+    }
+    // Too large is still clamped, with a warning.
+    let loaded = parse("approval:\n  timeout_s: 999999\n", "q.yaml").unwrap();
+    assert_eq!(loaded.config.approval.timeout_s, 86_400);
+    assert_eq!(loaded.warnings.len(), 1);
+}
+
+#[test]
+fn check_reports_every_problem_with_suggestions() {
+    let text = "tools:\n  tool_search:\n    enable: on\napproval:\n  timeout_s: 0\nplugin:\n  dirs: []\nmodels:\n  m:\n    provider: openia\n    model: x\n";
+    let errors = check(text, "q.yaml").unwrap_err();
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(
+        lines[0]
+            .contains("`tools.tool_search.enable`: unknown key `enable`; did you mean `enabled`?"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("q.yaml:5:14: `approval.timeout_s`: 0 is less than 1"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].contains("`plugin`: unknown key `plugin`; did you mean `plugins`?"),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[3].contains("`models.m.provider`: unknown value `openia`; did you mean `openai`?; allowed: openai, anthropic"), "{}", lines[3]);
+    // Problems only the sections can tell are collected across sections.
+    let text = "approval:\n  require: [\"a[\"]\nserve:\n  listen: nowhere\n";
+    let errors = check(text, "q.yaml").unwrap_err();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+}
+
+#[test]
+fn the_embedded_default_and_the_examples_pass_check() {
+    assert!(check(EMBEDDED_DEFAULT, "<embedded default>").is_ok());
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if let Err(errors) = check(&text, &path.display().to_string()) {
+                // Only what the walk finds is checked here; a section's own
+                // checks may need the environment (`${VAR}`).
+                let walk = quiver_config::check_document(&text, "x", &settings());
+                assert!(walk.is_empty(), "{}: {errors:#?}", path.display());
+            }
+        }
+    }
 }
 
 #[test]
@@ -155,8 +246,8 @@ fn plugins_section_is_read() {
 fn plugins_defaults_and_clamps() {
     let p = parse("", "q.yaml").unwrap().config.plugins;
     assert_eq!(p, PluginsConfig::default());
-    let loaded = parse("plugins:\n  call_timeout_ms: 0\n", "q.yaml").unwrap();
-    assert_eq!(loaded.config.plugins.call_timeout_ms, 1);
+    let loaded = parse("plugins:\n  call_timeout_ms: 9999999\n", "q.yaml").unwrap();
+    assert_eq!(loaded.config.plugins.call_timeout_ms, 600_000);
     assert_eq!(loaded.warnings[0].key, "plugins.call_timeout_ms");
     assert_eq!(
         (loaded.warnings[0].line, loaded.warnings[0].column),
