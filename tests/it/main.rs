@@ -59,6 +59,7 @@ mod mcp_http_server_list_and_call;
 mod mcp_malformed_schemas_are_normalised_or_skipped;
 mod mcp_server_crash_reconnects;
 mod mcp_server_instructions_rank_its_tools;
+mod mcp_servers_get_only_the_allowed_environment;
 mod mcp_slow_server_does_not_block_startup;
 mod mcp_status_lists_server_states;
 mod mcp_stdio_process_group_is_cleaned_up;

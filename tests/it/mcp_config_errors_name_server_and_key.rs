@@ -95,6 +95,7 @@ fn a_full_entry_is_read() {
             args,
             env,
             cwd,
+            ..
         } => {
             assert_eq!(command, "uvx");
             assert_eq!(args, &["mcp-server-time"]);

@@ -30,6 +30,7 @@ use serde::Deserialize;
 use quiver_config::expand_vars;
 use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
 use quiver_config::{ConfigError, ConfigWarning, invalid_at};
+use quiver_process::environment::DEFAULT_ENV_INHERIT;
 
 /// Default `connect_timeout_s`.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = CONNECT_TIMEOUT_S.default_int() as u64;
@@ -62,7 +63,15 @@ pub const SETTINGS: &[Setting] = &[
         key: "mcp_servers.NAME.env",
         kind: Kind::Map("a map of variable name to value (${VAR} is expanded)"),
         default: DefaultValue::EmptyMap,
-        doc: "added to the inherited environment; `${VAR}` is expanded at load time (unset: config error naming server and key)",
+        doc: "variables set for the server (they win over inherited ones); `${VAR}` is expanded at load time (unset: config error naming server and key)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.env_inherit",
+        kind: Kind::List(
+            "a list of variable-name globs, e.g. [PATH, HOME, \"LC_*\"] ([\"*\"]: all)",
+        ),
+        default: DefaultValue::List(DEFAULT_ENV_INHERIT),
+        doc: "the daemon's environment variables a stdio server gets; nothing else is passed on, so model API keys stay out of servers unless listed",
     },
     Setting {
         key: "mcp_servers.NAME.cwd",
@@ -134,8 +143,12 @@ pub enum McpTransportConfig {
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Variables added to the inherited environment (already expanded).
+        /// Variables set for the server (already expanded); they win over
+        /// inherited ones.
         env: BTreeMap<String, String>,
+        /// Globs of the daemon's variables the server inherits (nothing
+        /// else is passed on).
+        env_inherit: Vec<String>,
         /// Working directory (relative paths follow the config file).
         cwd: Option<PathBuf>,
     },
@@ -156,12 +169,14 @@ impl fmt::Debug for McpTransportConfig {
                 command,
                 args,
                 env,
+                env_inherit,
                 cwd,
             } => f
                 .debug_struct("Stdio")
                 .field("command", command)
                 .field("args", args)
                 .field("env", &env.keys().collect::<Vec<_>>())
+                .field("env_inherit", env_inherit)
                 .field("cwd", cwd)
                 .finish(),
             McpTransportConfig::Http { url, headers } => f
@@ -254,6 +269,7 @@ impl McpServerConfig {
                 command: command.into(),
                 args,
                 env: BTreeMap::new(),
+                env_inherit: default_env_inherit(),
                 cwd: None,
             },
         )
@@ -314,6 +330,7 @@ pub struct RawMcpServer {
     command: Option<Spanned<String>>,
     args: Option<Vec<Spanned<String>>>,
     env: Option<BTreeMap<String, Spanned<String>>>,
+    env_inherit: Option<Vec<Spanned<String>>>,
     cwd: Option<Spanned<String>>,
     url: Option<Spanned<String>>,
     headers: Option<BTreeMap<String, Spanned<String>>>,
@@ -399,6 +416,36 @@ fn expanded_map(
     Ok(out)
 }
 
+/// The default allow-list: the same safe list `run_command` inherits.
+fn default_env_inherit() -> Vec<String> {
+    DEFAULT_ENV_INHERIT.iter().map(|&g| g.to_owned()).collect()
+}
+
+/// `env_inherit` checked: each item a non-empty, valid glob.
+fn env_inherit(
+    ctx: &Ctx<'_>,
+    raw: Option<Vec<Spanned<String>>>,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(default_env_inherit());
+    };
+    let mut out = Vec::new();
+    for (index, pattern) in raw.into_iter().enumerate() {
+        let problem = if pattern.value.trim().is_empty() {
+            Some("empty glob".to_owned())
+        } else {
+            Glob::new(&pattern.value)
+                .err()
+                .map(|e| format!("`{}` is not a valid glob: {}", pattern.value, e.kind()))
+        };
+        if let Some(message) = problem {
+            return Err(ctx.error(&pattern, &format!("env_inherit[{index}]"), message));
+        }
+        out.push(pattern.value);
+    }
+    Ok(out)
+}
+
 fn globs(
     ctx: &Ctx<'_>,
     raw: Option<Vec<Spanned<String>>>,
@@ -468,6 +515,7 @@ pub fn validate(
                     command: command.value.clone(),
                     args: raw.args.iter().flatten().map(|a| a.value.clone()).collect(),
                     env: BTreeMap::new(),
+                    env_inherit: env_inherit(&ctx, raw.env_inherit.clone())?,
                     cwd: raw.cwd.as_ref().map(|c| PathBuf::from(&c.value)),
                 }
             }
@@ -476,6 +524,10 @@ pub fn validate(
                     ("args", raw.args.as_ref().and_then(|a| a.first())),
                     ("cwd", raw.cwd.as_ref()),
                     ("env", raw.env.as_ref().and_then(|e| e.values().next())),
+                    (
+                        "env_inherit",
+                        raw.env_inherit.as_ref().and_then(|e| e.first()),
+                    ),
                 ];
                 if let Some((key, Some(value))) = stdio_only.iter().find(|(_, v)| v.is_some()) {
                     return Err(ctx.error(
@@ -500,11 +552,16 @@ pub fn validate(
         };
         let transport = match transport {
             McpTransportConfig::Stdio {
-                command, args, cwd, ..
+                command,
+                args,
+                cwd,
+                env_inherit,
+                ..
             } => McpTransportConfig::Stdio {
                 command,
                 args,
                 cwd,
+                env_inherit,
                 env: expanded_map(&ctx, entry.value.env.clone(), "env")?,
             },
             McpTransportConfig::Http { url, .. } => {

@@ -7,6 +7,7 @@
 use std::process::Stdio;
 
 use quiver_process::ProcessGroup;
+use quiver_process::environment::CommandEnvironment;
 use rmcp::transport::TokioChildProcess;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStderr, Command};
@@ -24,6 +25,7 @@ pub fn spawn(
         command,
         args,
         env,
+        env_inherit,
         cwd,
     } = transport
     else {
@@ -37,8 +39,16 @@ pub fn spawn(
         command: command.clone(),
         detail,
     };
+    // Only the allowed variables of the daemon's environment, which may
+    // hold model API keys, and the server's own.
+    let environment = CommandEnvironment::new(env_inherit.clone(), env.clone())
+        .map_err(|e| spawn_error(format!("env_inherit: {e}")))?;
     let mut cmd = Command::new(command);
-    cmd.args(args).envs(env).process_group(0).kill_on_drop(true);
+    cmd.args(args)
+        .env_clear()
+        .envs(environment.resolve(std::env::vars_os()))
+        .process_group(0)
+        .kill_on_drop(true);
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }

@@ -3,6 +3,8 @@
 //! so that wrappers such as `npx`, `uvx` or `sh -c` cannot leave
 //! grandchildren behind: ending the child signals the whole group.
 
+pub mod environment;
+
 use std::time::Duration;
 
 /// How long a group gets between SIGTERM and SIGKILL on a clean shutdown.
