@@ -48,6 +48,7 @@ mod dispatch_plugin_tool_runs_through_the_chain;
 mod dispatch_subagent_cannot_escape_scope;
 mod enhanced_search_beats_classic_on_query_sets;
 mod exact_tool_name_is_found_first;
+mod listing_short_descriptions_end_at_a_sentence;
 mod mcp_call_timeout;
 mod mcp_config_errors_name_server_and_key;
 mod mcp_http_server_list_and_call;
