@@ -23,6 +23,9 @@ pub struct GuardrailsConfig {
     pub max_result_chars: usize,
     /// Longest a tool call may take, whatever its source, in milliseconds.
     pub call_timeout_ms: u64,
+    /// Whether arguments are coerced to their declared types before
+    /// validation (`"42"` for an integer); off for strict validation.
+    pub coerce_arguments: bool,
 }
 
 impl Default for GuardrailsConfig {
@@ -32,6 +35,7 @@ impl Default for GuardrailsConfig {
             rules: Vec::new(),
             max_result_chars: 100_000,
             call_timeout_ms: 120_000,
+            coerce_arguments: true,
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct RawGuardrails {
     rules: Option<Vec<RawRule>>,
     max_result_chars: Option<Spanned<i64>>,
     call_timeout_ms: Option<Spanned<i64>>,
+    coerce_arguments: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,7 +146,7 @@ pub struct RawFeed {
     capacity: Option<Spanned<i64>>,
 }
 
-const GUARDRAILS_KEYS: &str = "default, rules, max_result_chars, call_timeout_ms";
+const GUARDRAILS_KEYS: &str = "default, rules, max_result_chars, call_timeout_ms, coerce_arguments";
 const RULE_KEYS: &str = "tool, action, reason, arguments";
 const APPROVAL_KEYS: &str = "require, auto_approve, timeout_s, on_timeout";
 const FEED_KEYS: &str = "redact, capacity";
@@ -156,6 +161,7 @@ pub fn allowed_for(key: &str) -> Option<String> {
         ("guardrails", "default") | ("guardrails", "action") => "allow, deny".into(),
         ("guardrails", "max_result_chars") => "an integer from 1000 to 10000000".into(),
         ("guardrails", "call_timeout_ms") => "an integer from 1 to 3600000".into(),
+        ("guardrails", "coerce_arguments") => "true, false".into(),
         ("guardrails", "tool") => "a tool-name glob, e.g. \"mcp_github_*\"".into(),
         ("guardrails", "reason") => "a string".into(),
         ("guardrails", "pointer") => "a JSON pointer: \"\" or a path such as /repo".into(),
@@ -259,6 +265,7 @@ pub fn validate_guardrails(
         rules,
         max_result_chars: max_result_chars as usize,
         call_timeout_ms: call_timeout_ms as u64,
+        coerce_arguments: raw.coerce_arguments.unwrap_or(defaults.coerce_arguments),
     })
 }
 
