@@ -32,6 +32,7 @@ mod daemon_concurrent_sessions_never_mix;
 mod daemon_gateway_session_ids_are_reserved;
 mod daemon_mcp_gateway_over_http;
 mod daemon_mcp_gateway_over_stdio;
+mod daemon_mcp_gateway_takes_lenient_bridge_inputs;
 mod daemon_one_serve_per_state_dir;
 mod daemon_refuses_non_loopback_without_flag;
 mod daemon_requests_without_the_token_are_refused;
