@@ -514,7 +514,7 @@ fn empty_result_note(assembly: &Assembly, query: &str) -> String {
         )
     } else {
         format!(
-            "No deferred tool matched `{query}`. Try other or fewer keywords, or a server name. Servers: {}.",
+            "No deferred tool matched `{query}` well enough to be worth calling. Rephrase with the words a tool's description would use for the task, fewer keywords, or server:NAME. Servers: {}.",
             groups.join(", ")
         )
     }
