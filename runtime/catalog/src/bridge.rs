@@ -41,7 +41,7 @@ pub fn search_schema(default_limit: usize, max_limit: usize) -> Value {
                 "type": "array",
                 "items": {"type": "string"},
                 "maxItems": MAX_BATCH,
-                "description": "Several searches at once, instead of `query`; one result list each."
+                "description": "Several searches at once, instead of `query`; one result list each (one string, or a JSON-encoded list, is accepted too)."
             },
             "limit": {
                 "type": "integer",
@@ -67,7 +67,7 @@ pub fn describe_schema() -> Value {
                 "type": "array",
                 "items": {"type": "string"},
                 "maxItems": MAX_BATCH,
-                "description": "Several tools at once, instead of `name`."
+                "description": "Several tools at once, instead of `name` (one string, or a JSON-encoded list, is accepted too)."
             }
         },
         "additionalProperties": false
@@ -82,7 +82,7 @@ pub fn call_schema() -> Value {
             "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."},
             "arguments": {
                 "type": "object",
-                "description": "The tool's arguments, matching the schema from tool_describe (a JSON-encoded object string is accepted too)."
+                "description": "The tool's arguments, matching the schema from tool_describe (a JSON-encoded object string is accepted too; omit it, or send {}, for a tool without parameters)."
             }
         },
         "required": ["name"],

@@ -19,6 +19,10 @@
 //!
 //! `tool_call` is unwrapped before the chain, so every layer sees the real
 //! tool name (exactly as registered) and its arguments, and `via_bridge`.
+//! Before the chain, [`Dispatcher::run`] coerces the arguments to the
+//! tool's declared types where the schema leaves one reading ([`coerce`];
+//! off with `guardrails.coerce_arguments: false`), so every layer also
+//! sees the arguments the tool will get.
 
 pub mod approval;
 pub mod coerce;
