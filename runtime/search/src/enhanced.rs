@@ -79,6 +79,9 @@ pub const PATH_HINT: &str = "path";
 /// through a term found in no more than half the tools (see
 /// [`EnhancedIndex::search`]).
 pub const RELEVANCE_FLOOR: f64 = 0.08;
+/// Fewest letters of a query word whose typo-tolerant match counts as
+/// evidence for the relevance floor.
+pub const MIN_TYPO_EVIDENCE: usize = 6;
 
 /// Groups of words that name the same thing in tool descriptions and user
 /// requests: common abbreviations and interchangeable verbs and nouns of
@@ -1121,8 +1124,10 @@ impl EnhancedIndex {
     /// Per tool, how many distinct query `words` match it through a term
     /// that is not boilerplate (a term found in more than half the tools,
     /// such as the server's name in a one-server catalog). Words match as
-    /// they score: the term itself, a compound's parts or near terms for an
-    /// unknown one, synonyms and extensions.
+    /// they score: the term itself, a compound's parts for an unknown one,
+    /// synonyms and extensions; near terms (typo tolerance) only for a word
+    /// of [`MIN_TYPO_EVIDENCE`] letters or more, since a short word is
+    /// within one edit of many unrelated ones.
     fn evidence(&self, words: &[QueryWord]) -> Vec<u8> {
         let n = self.docs.len();
         // Boilerplate: a term found in more than half the tools (of three
@@ -1144,7 +1149,7 @@ impl EnhancedIndex {
                 Some(id) => terms.push(id),
                 None => {
                     let parts = self.split_compound(&word.term);
-                    if parts.is_empty() {
+                    if parts.is_empty() && word.word.chars().count() >= MIN_TYPO_EVIDENCE {
                         terms.extend(self.near_terms(&word.word, &word.term));
                     } else {
                         terms.extend(parts);
