@@ -35,7 +35,32 @@ pub fn fixture(
     policy: ApprovalPolicy,
     approver: Arc<dyn Approver>,
 ) -> Fixture {
+    fixture_with(guardrails, policy, approver, Vec::new())
+}
+
+/// The fixture with every call allowed and nothing to approve, plus the
+/// tools of `shop`, an MCP server whose tools echo their arguments like
+/// the others (`mcp_shop_NAME`).
+pub fn fixture_with_shop(shop: Vec<ToolSpec>) -> Fixture {
+    fixture_with(
+        Guardrails::default(),
+        ApprovalPolicy::default(),
+        Arc::new(quiver_dispatch::approval::DenyAll),
+        shop,
+    )
+}
+
+fn fixture_with(
+    guardrails: Guardrails,
+    policy: ApprovalPolicy,
+    approver: Arc<dyn Approver>,
+    shop: Vec<ToolSpec>,
+) -> Fixture {
     let registry = Arc::new(ToolRegistry::new());
+    let shop_names: Vec<String> = shop.iter().map(|spec| spec.name.clone()).collect();
+    if !shop.is_empty() {
+        registry.set_source_tools(ToolSource::Mcp("shop".into()), shop);
+    }
     registry.set_source_tools(
         ToolSource::Core,
         vec![ToolSpec::new(
@@ -77,11 +102,14 @@ pub fn fixture(
         "launch",
     ]
     .into_iter()
+    .map(str::to_owned)
+    .chain(shop_names)
     .fold(CoreTools::new(), |tools, name| {
         let invoked = invoked.clone();
-        tools.with_fn(name, move |arguments| {
+        let ran = name.clone();
+        tools.with_fn(&name, move |arguments| {
             invoked.fetch_add(1, Ordering::SeqCst);
-            Ok(json!({"ran": name, "arguments": arguments}))
+            Ok(json!({"ran": ran, "arguments": arguments}))
         })
     });
     let tools: Arc<CoreTools> = Arc::new(tools);

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::bridge::{self, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
+use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
 use crate::catalog::Catalog;
 use crate::listing::{self, Listing, ListingForm};
 use crate::settings::ToolSearchConfig;

@@ -15,80 +15,15 @@ use crate::assembly::Assembly;
 use quiver_tool::naming::{BRIDGE_TOOL_NAMES, is_bridge_name};
 use quiver_tool::tool::Tool;
 
-/// `tool_search`.
-pub const TOOL_SEARCH: &str = "tool_search";
-/// `tool_describe`.
-pub const TOOL_DESCRIBE: &str = "tool_describe";
-/// `tool_call`.
-pub const TOOL_CALL: &str = "tool_call";
-
 /// Longest description returned in a search match, in characters.
 pub const MATCH_DESCRIPTION_CHARS: usize = 400;
 
 /// How many close names an unknown-tool error suggests.
 pub const SUGGESTIONS: usize = 3;
 
-/// Schema of `tool_search`'s arguments.
-pub fn search_schema(default_limit: usize, max_limit: usize) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Keywords for the task or tool you need, e.g. \"create github issue\". Add server:NAME to search one server."
-            },
-            "queries": {
-                "type": "array",
-                "items": {"type": "string"},
-                "maxItems": MAX_BATCH,
-                "description": "Several searches at once, instead of `query`; one result list each."
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": max_limit,
-                "description": format!("How many matches to return (default {default_limit}, at most {max_limit}).")
-            }
-        },
-        "additionalProperties": false
-    })
-}
-
-/// Most queries or names one `tool_search` or `tool_describe` call takes.
-pub const MAX_BATCH: usize = 10;
-
-/// Schema of `tool_describe`'s arguments.
-pub fn describe_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."},
-            "names": {
-                "type": "array",
-                "items": {"type": "string"},
-                "maxItems": MAX_BATCH,
-                "description": "Several tools at once, instead of `name`."
-            }
-        },
-        "additionalProperties": false
-    })
-}
-
-/// Schema of `tool_call`'s arguments.
-pub fn call_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "description": "Exact tool name, as listed or found by tool_search."},
-            "arguments": {
-                "type": "object",
-                "description": "The tool's arguments, matching the schema from tool_describe (a JSON-encoded object string is accepted too)."
-            }
-        },
-        "required": ["name"],
-        "additionalProperties": false
-    })
-}
+pub use crate::bridge_tools::{
+    MAX_BATCH, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH, call_schema, describe_schema, search_schema,
+};
 
 /// A bridge request that cannot be carried out; the message is written for
 /// the model and says what to do instead.
@@ -113,8 +48,10 @@ pub enum BridgeError {
         "tool_search needs `query`: keywords describing the tool you need (a string), or `queries`: a list of them"
     )]
     MissingQuery,
-    /// `queries` or `names` is not a list of strings, or too long.
-    #[error("{bridge} `{key}` must be a list of 1 to {max} strings")]
+    /// `queries` or `names` is not a list of strings (nor one string).
+    #[error(
+        "{bridge} `{key}` must be a list of 1 to {max} strings (a single string, or a JSON-encoded list of strings, is accepted too), got {found}"
+    )]
     BadBatch {
         /// Which bridge tool.
         bridge: &'static str,
@@ -122,6 +59,39 @@ pub enum BridgeError {
         key: &'static str,
         /// The longest list accepted.
         max: usize,
+        /// What was received.
+        found: String,
+    },
+    /// `queries` or `names` holds more items than one call takes.
+    #[error(
+        "{bridge} `{key}` holds {count} items, more than the {max} one call takes; send the rest in another call"
+    )]
+    BatchTooLong {
+        /// Which bridge tool.
+        bridge: &'static str,
+        /// `queries` or `names`.
+        key: &'static str,
+        /// How many were sent.
+        count: usize,
+        /// The longest list accepted.
+        max: usize,
+    },
+    /// A query is empty or only whitespace (or only `server:` filters).
+    #[error(
+        "tool_search needs keywords: {at} is blank; send words describing the tool you need, e.g. {{\"query\": \"create github issue\"}}"
+    )]
+    EmptyQuery {
+        /// `query`, or `queries[i]`.
+        at: String,
+    },
+    /// A bridge tool was called while the bridge is not active: every
+    /// tool is already in the tool list.
+    #[error(
+        "`{name}` is not available: the tool bridge is not active in this session, so every tool is already in your tool list; call tools directly by their names"
+    )]
+    BridgeInactive {
+        /// The bridge tool called.
+        name: String,
     },
     /// `limit` is not an integer.
     #[error("tool_search `limit` must be an integer from 1 to {max}, got {found}")]
@@ -192,6 +162,9 @@ impl BridgeError {
             BridgeError::MissingName { .. } => "missing_name",
             BridgeError::MissingQuery => "missing_query",
             BridgeError::BadBatch { .. } => "bad_batch",
+            BridgeError::BatchTooLong { .. } => "batch_too_long",
+            BridgeError::EmptyQuery { .. } => "empty_query",
+            BridgeError::BridgeInactive { .. } => "bridge_inactive",
             BridgeError::BadLimit { .. } => "bad_limit",
             BridgeError::BridgeToolNamed { .. } => "bridge_tool_named",
             BridgeError::InvalidArgumentsJson { .. } => "invalid_arguments_json",
@@ -273,28 +246,75 @@ pub fn round_score(score: f64) -> f64 {
     (score * 1e6).round() / 1e6
 }
 
-fn batch<'a>(
+/// The items of a batch argument (`queries`, `names`): a list of strings,
+/// one string, or a string holding a JSON-encoded list of strings (what
+/// models send when a gateway or prompt stringifies arrays). `None` when
+/// the key is absent or null.
+fn batch(
     bridge: &'static str,
     key: &'static str,
-    arguments: &'a Map<String, Value>,
-) -> Result<Option<Vec<&'a str>>, BridgeError> {
-    let Some(value) = arguments.get(key) else {
-        return Ok(None);
-    };
-    let bad = BridgeError::BadBatch {
+    arguments: &Map<String, Value>,
+) -> Result<Option<Vec<String>>, BridgeError> {
+    let bad = |found: &Value| BridgeError::BadBatch {
         bridge,
         key,
         max: MAX_BATCH,
+        found: describe_value(found),
     };
-    let items = value.as_array().ok_or(bad.clone())?;
-    if items.is_empty() || items.len() > MAX_BATCH {
-        return Err(bad);
+    let value = match arguments.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(value) => value,
+    };
+    let decoded;
+    let items: &[Value] = match value {
+        Value::Array(items) => items,
+        Value::String(text) if text.trim_start().starts_with('[') => {
+            decoded = serde_json::from_str::<Value>(text).map_err(|_| bad(value))?;
+            decoded
+                .as_array()
+                .map(Vec::as_slice)
+                .ok_or_else(|| bad(value))?
+        }
+        Value::String(text) => return Ok(Some(vec![text.clone()])),
+        other => return Err(bad(other)),
+    };
+    if items.is_empty() {
+        return Err(bad(value));
+    }
+    if items.len() > MAX_BATCH {
+        return Err(BridgeError::BatchTooLong {
+            bridge,
+            key,
+            count: items.len(),
+            max: MAX_BATCH,
+        });
     }
     items
         .iter()
-        .map(|item| item.as_str().ok_or(bad.clone()))
+        .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| bad(value)))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
+}
+
+/// A short account of a received value for error messages: its JSON type,
+/// and the value itself when short.
+fn describe_value(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= 60 {
+        format!("{} ({text})", json_type(value))
+    } else {
+        json_type(value).to_owned()
+    }
+}
+
+/// Refuses a query with no keywords (blank, or only `server:` filters).
+fn check_query(query: &str, at: impl FnOnce() -> String) -> Result<(), BridgeError> {
+    let (_, text) = quiver_search::enhanced::split_server_filters(query);
+    if text.trim().is_empty() {
+        Err(BridgeError::EmptyQuery { at: at() })
+    } else {
+        Ok(())
+    }
 }
 
 /// `tool_search`: one `query`, or several `queries` answered together.
@@ -330,9 +350,17 @@ pub fn search_with_status(
                 })?,
         ),
     };
-    if let Some(queries) = batch(TOOL_SEARCH, "queries", arguments)? {
+    // `query` given a list is read as `queries`.
+    let key = match arguments.get("queries") {
+        None | Some(Value::Null) if arguments.get("query").is_some_and(Value::is_array) => "query",
+        _ => "queries",
+    };
+    if let Some(queries) = batch(TOOL_SEARCH, key, arguments)? {
+        for (index, query) in queries.iter().enumerate() {
+            check_query(query, || format!("`{key}[{index}]`"))?;
+        }
         let results: Vec<Value> = queries
-            .into_iter()
+            .iter()
             .map(|query| search_one(assembly, query, limit, status))
             .collect();
         return Ok(json!({"results": results}));
@@ -341,7 +369,48 @@ pub fn search_with_status(
         .get("query")
         .and_then(Value::as_str)
         .ok_or(BridgeError::MissingQuery)?;
+    check_query(query, || "`query`".to_owned())?;
     Ok(search_one(assembly, query, limit, status))
+}
+
+/// Bounds a `tool_search` answer to `max_chars` characters of compact
+/// JSON: matches are dropped from the end of the longest result lists
+/// (never a match cut in the middle), and a note says how many and how to
+/// get them (a lower `limit`, fewer `queries`, `server:`).
+pub fn fit_search(out: &mut Value, max_chars: usize) {
+    if json_chars(out) <= max_chars {
+        return;
+    }
+    let mut dropped = 0usize;
+    let note_room = 200;
+    loop {
+        let lists: Vec<&mut Vec<Value>> = match out.get_mut("results") {
+            Some(Value::Array(results)) => results
+                .iter_mut()
+                .filter_map(|r| r.get_mut("matches").and_then(Value::as_array_mut))
+                .collect(),
+            _ => out
+                .get_mut("matches")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .collect(),
+        };
+        let Some(longest) = lists
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .max_by_key(|l| l.len())
+        else {
+            break;
+        };
+        longest.pop();
+        dropped += 1;
+        if json_chars(out) + note_room <= max_chars {
+            break;
+        }
+    }
+    out["note"] = json!(format!(
+        "{dropped} lower-ranked matches left out to keep this result within {max_chars} characters; use a lower `limit`, fewer `queries` per call, or server:NAME to narrow the search."
+    ));
 }
 
 fn search_one(
@@ -380,25 +449,117 @@ fn empty_result_note(assembly: &Assembly, query: &str) -> String {
         )
     } else {
         format!(
-            "No deferred tool matched `{query}`. Try other or fewer keywords, or a server name. Servers: {}.",
+            "No deferred tool matched `{query}` well enough to be worth calling. Rephrase with the words a tool's description would use for the task, fewer keywords, or server:NAME. Servers: {}.",
             groups.join(", ")
         )
     }
 }
 
 /// `tool_describe`: one `name`, or several `names` (each answered with its
-/// description or its own error).
+/// description or its own error), uncapped.
 pub fn describe(assembly: &Assembly, arguments: &Value) -> Result<Value, BridgeError> {
+    describe_within(assembly, arguments, usize::MAX)
+}
+
+/// `tool_describe` whose answer stays within `max_chars` characters of
+/// compact JSON: a batch keeps the tools that fit, in the order asked, and
+/// names the ones left out in `omitted` with a note saying to ask for them
+/// one at a time; a schema is never cut. One tool too large on its own has
+/// its description shortened (`description_cut`); its schema stays whole
+/// even when it alone exceeds the cap, since a cut schema cannot be used.
+pub fn describe_within(
+    assembly: &Assembly,
+    arguments: &Value,
+    max_chars: usize,
+) -> Result<Value, BridgeError> {
     let arguments = object(TOOL_DESCRIBE, arguments)?;
-    if let Some(names) = batch(TOOL_DESCRIBE, "names", arguments)? {
-        let tools: Vec<Value> = names
+    // `name` given a list is read as `names`.
+    let key = match arguments.get("names") {
+        None | Some(Value::Null) if arguments.get("name").is_some_and(Value::is_array) => "name",
+        _ => "names",
+    };
+    if let Some(names) = batch(TOOL_DESCRIBE, key, arguments)? {
+        let tools: Vec<(String, Value)> = names
             .into_iter()
-            .map(|name| describe_one(assembly, name).unwrap_or_else(|e| e.to_json()))
+            .map(|name| {
+                let entry = describe_one(assembly, &name).unwrap_or_else(|e| e.to_json());
+                (name, entry)
+            })
             .collect();
-        return Ok(json!({"tools": tools}));
+        return Ok(fit_batch(tools, max_chars));
     }
     let name = name_argument(TOOL_DESCRIBE, arguments)?;
-    describe_one(assembly, name)
+    let mut out = describe_one(assembly, name)?;
+    shorten_description(&mut out, max_chars);
+    Ok(out)
+}
+
+/// Characters of the compact JSON text of `value`.
+pub fn json_chars(value: &Value) -> usize {
+    value.to_string().chars().count()
+}
+
+/// The `{"tools": [...]}` answer of a batch: every entry that fits within
+/// `max_chars`, in order, the rest named in `omitted` with a note.
+fn fit_batch(tools: Vec<(String, Value)>, max_chars: usize) -> Value {
+    let sizes: Vec<usize> = tools.iter().map(|(_, entry)| json_chars(entry)).collect();
+    let mut keep = vec![true; tools.len()];
+    loop {
+        let kept: Vec<Value> = tools
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|((_, entry), _)| entry.clone())
+            .collect();
+        let omitted: Vec<&str> = tools
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| !**k)
+            .map(|((name, _), _)| name.as_str())
+            .collect();
+        let mut out = json!({"tools": kept});
+        if !omitted.is_empty() {
+            out["omitted"] = json!(omitted);
+            out["note"] = json!(format!(
+                "{} of {} tools left out to keep this result within {max_chars} characters: {}. Describe them one at a time, e.g. tool_describe {{\"name\": \"{}\"}}.",
+                omitted.len(),
+                tools.len(),
+                omitted.join(", "),
+                omitted[0],
+            ));
+        }
+        if json_chars(&out) <= max_chars {
+            return out;
+        }
+        // Leave out the largest entry still kept, and try again.
+        let Some(largest) = (0..tools.len())
+            .filter(|&i| keep[i])
+            .max_by_key(|&i| (sizes[i], std::cmp::Reverse(i)))
+        else {
+            return out;
+        };
+        keep[largest] = false;
+    }
+}
+
+/// Shortens the `description` of one described tool so that the answer
+/// fits `max_chars`, when it can; the schema is never touched.
+fn shorten_description(out: &mut Value, max_chars: usize) {
+    let total = json_chars(out);
+    if total <= max_chars {
+        return;
+    }
+    let Some(description) = out.get("description").and_then(Value::as_str) else {
+        return;
+    };
+    let length = description.chars().count();
+    let note = "description cut to fit the result cap; the input schema is complete";
+    // Room for the marker, the note and JSON escapes that may be removed.
+    let overhead = total - max_chars + note.len() + 40;
+    let keep = length.saturating_sub(overhead);
+    let cut_text = cut(description, keep);
+    out["description"] = json!(cut_text);
+    out["description_cut"] = json!(note);
 }
 
 fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
@@ -480,7 +641,7 @@ pub fn closest_names(assembly: &Assembly, name: &str) -> Vec<String> {
 }
 
 /// Resolves a call of `name` with raw `arguments` (an object, a JSON string
-/// of one, or null for none) to the real tool of this assembly: used for
+/// of one; absent, null, `""` or whitespace for none) to the real tool of this assembly: used for
 /// `tool_call` and for direct calls. The arguments are not checked against
 /// the schema here: the dispatch chain validates them against the whole
 /// schema, so that one error lists every problem. The session's scope is
@@ -492,13 +653,21 @@ pub fn resolve(
     via_bridge: bool,
 ) -> Result<ResolvedCall, BridgeError> {
     if is_bridge_name(name) {
-        return Err(BridgeError::BridgeToolNamed {
-            name: name.to_owned(),
+        return Err(if via_bridge || assembly.has_bridge() {
+            BridgeError::BridgeToolNamed {
+                name: name.to_owned(),
+            }
+        } else {
+            BridgeError::BridgeInactive {
+                name: name.to_owned(),
+            }
         });
     }
     let tool = lookup(assembly, name)?;
     let arguments = match arguments {
         None | Some(Value::Null) => Map::new(),
+        // Gateways send an empty string for a tool without parameters.
+        Some(Value::String(text)) if text.trim().is_empty() => Map::new(),
         Some(Value::String(text)) => {
             let parsed: Value =
                 serde_json::from_str(text).map_err(|e| BridgeError::InvalidArgumentsJson {
@@ -751,12 +920,9 @@ mod batch_tests {
             "bad_batch"
         );
         let too_many: Vec<String> = (0..=MAX_BATCH).map(|i| format!("q{i}")).collect();
-        assert_eq!(
-            search(&a, &json!({"queries": too_many}))
-                .unwrap_err()
-                .code(),
-            "bad_batch"
-        );
+        let err = search(&a, &json!({"queries": too_many})).unwrap_err();
+        assert_eq!(err.code(), "batch_too_long");
+        assert!(err.to_string().contains("more than the 10"), "{err}");
     }
 
     #[test]

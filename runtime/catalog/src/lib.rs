@@ -1,7 +1,8 @@
 //! What the model is sent for a turn: one session's [`catalog`] of eager
 //! and deferred tools, the token-budgeted [`listing`] of the deferred ones,
 //! the [`assembly`] (tier 0, 1 or 2, byte-identical for the same tools),
-//! the [`bridge`] tools `tool_search`, `tool_describe` and `tool_call`,
+//! the bridge tools `tool_search`, `tool_describe` and `tool_call` ([`bridge_tools`]
+//! defines them, [`bridge`] carries their calls out),
 //! the [`settings`] of `tools.tool_search`, and [`catalog_file`], the
 //! shared catalog format the CLI and benchmarks read.
 //!
@@ -24,6 +25,7 @@
 
 pub mod assembly;
 pub mod bridge;
+pub mod bridge_tools;
 pub mod catalog;
 pub mod catalog_file;
 pub mod listing;

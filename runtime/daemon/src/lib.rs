@@ -350,7 +350,10 @@ impl Daemon {
             approver,
             Arc::new(executors),
         )?);
-        let dispatcher = Dispatcher::new(chain).with_mcp_status(mcp.clone());
+        let dispatcher = Dispatcher::new(chain)
+            .with_mcp_status(mcp.clone())
+            .with_coercion(config.guardrails.coerce_arguments)
+            .with_max_bridge_result_chars(config.guardrails.max_result_chars);
         let feed = Arc::new(ActivityFeed::new(
             config.feed.redact.clone(),
             config.feed.capacity,

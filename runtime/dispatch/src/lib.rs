@@ -19,8 +19,13 @@
 //!
 //! `tool_call` is unwrapped before the chain, so every layer sees the real
 //! tool name (exactly as registered) and its arguments, and `via_bridge`.
+//! Before the chain, [`Dispatcher::run`] coerces the arguments to the
+//! tool's declared types where the schema leaves one reading ([`coerce`];
+//! off with `guardrails.coerce_arguments: false`), so every layer also
+//! sees the arguments the tool will get.
 
 pub mod approval;
+pub mod coerce;
 pub mod execute;
 pub mod feed;
 pub mod guardrail;
@@ -367,13 +372,21 @@ pub fn called_tool<'a>(assembly: &Assembly, name: &'a str, arguments: &'a Value)
 pub struct Dispatcher {
     chain: Chain,
     status: Option<Arc<dyn quiver_tool::status::McpStatusView>>,
+    coerce: bool,
+    max_bridge_chars: usize,
 }
+
+/// The bridge answers' size cap when none is set: the default
+/// `guardrails.max_result_chars`.
+pub const DEFAULT_BRIDGE_RESULT_CHARS: usize = 100_000;
 
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
             .field("chain", &self.chain)
             .field("status", &self.status.is_some())
+            .field("coerce", &self.coerce)
+            .field("max_bridge_chars", &self.max_bridge_chars)
             .finish()
     }
 }
@@ -384,7 +397,25 @@ impl Dispatcher {
         Dispatcher {
             chain,
             status: None,
+            coerce: true,
+            max_bridge_chars: DEFAULT_BRIDGE_RESULT_CHARS,
         }
+    }
+
+    /// Whether arguments are coerced to their declared types before the
+    /// chain (see [`coerce`]); on unless `guardrails.coerce_arguments` is
+    /// off.
+    pub fn with_coercion(mut self, enabled: bool) -> Dispatcher {
+        self.coerce = enabled;
+        self
+    }
+
+    /// The size cap of `tool_search` and `tool_describe` answers, in
+    /// characters of compact JSON (`guardrails.max_result_chars`): they
+    /// are bounded by leaving whole matches or tools out, never cut.
+    pub fn with_max_bridge_result_chars(mut self, max_chars: usize) -> Dispatcher {
+        self.max_bridge_chars = max_chars;
+        self
     }
 
     /// Lets an empty `tool_search` result name the session's MCP servers
@@ -420,8 +451,12 @@ impl Dispatcher {
                         bridge::search_with_status(assembly, arguments, Some(&scoped))
                     }
                     None => bridge::search(assembly, arguments),
-                },
-                _ => bridge::describe(assembly, arguments),
+                }
+                .map(|mut out| {
+                    bridge::fit_search(&mut out, self.max_bridge_chars);
+                    out
+                }),
+                _ => bridge::describe_within(assembly, arguments, self.max_bridge_chars),
             };
             let (status, detail) = match &answer {
                 Ok(_) => (Status::Ok, None),
@@ -472,15 +507,34 @@ impl Dispatcher {
 
     /// Runs an already resolved call through the chain and records its
     /// outcome in the session's feed.
-    pub async fn run(&self, call: DispatchCall) -> Result<ToolOutput, DispatchError> {
+    ///
+    /// Unless coercion is off, the arguments are first coerced to the
+    /// tool's declared types ([`coerce`]); what was coerced is added to
+    /// the result for the model and to the feed event's detail.
+    pub async fn run(&self, mut call: DispatchCall) -> Result<ToolOutput, DispatchError> {
+        let coerced = if self.coerce {
+            coerce::coerce(call.tool.input_schema(), &mut call.arguments)
+        } else {
+            Vec::new()
+        };
+        let note = (!coerced.is_empty()).then(|| coerce::describe(&coerced));
         let record = call.clone();
-        let result = self.chain.call(call).await;
-        match &result {
-            Ok(output) => record.record(
-                Status::Ok,
-                output.truncated.then(|| "result cut".to_owned()),
-            ),
-            Err(error) => record.record(error.status(), Some(error.to_string())),
+        let mut result = self.chain.call(call).await;
+        let detail = |base: Option<String>| match (base, &note) {
+            (Some(base), Some(note)) => Some(format!("{base}; {note}")),
+            (base, note) => base.or_else(|| note.clone()),
+        };
+        match &mut result {
+            Ok(output) => {
+                record.record(
+                    Status::Ok,
+                    detail(output.truncated.then(|| "result cut".to_owned())),
+                );
+                if let Some(note) = &note {
+                    output.content = coerce::annotate(std::mem::take(&mut output.content), note);
+                }
+            }
+            Err(error) => record.record(error.status(), detail(Some(error.to_string()))),
         }
         result
     }

@@ -24,6 +24,9 @@ pub struct GuardrailsConfig {
     pub max_result_chars: usize,
     /// Longest a tool call may take, whatever its source, in milliseconds.
     pub call_timeout_ms: u64,
+    /// Whether arguments are coerced to their declared types before
+    /// validation (`"42"` for an integer); off for strict validation.
+    pub coerce_arguments: bool,
 }
 
 impl Default for GuardrailsConfig {
@@ -33,6 +36,7 @@ impl Default for GuardrailsConfig {
             rules: Vec::new(),
             max_result_chars: MAX_RESULT_CHARS.default_int() as usize,
             call_timeout_ms: CALL_TIMEOUT_MS.default_int() as u64,
+            coerce_arguments: true,
         }
     }
 }
@@ -106,6 +110,7 @@ pub struct RawGuardrails {
     rules: Option<Vec<RawRule>>,
     max_result_chars: Option<Spanned<i64>>,
     call_timeout_ms: Option<Spanned<i64>>,
+    coerce_arguments: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,6 +211,12 @@ pub const SETTINGS: &[Setting] = &[
         120000,
         "longest any tool call may take, whatever its source (the source's own limit, e.g. `plugins.call_timeout_ms`, also applies)",
     ),
+    Setting {
+        key: "guardrails.coerce_arguments",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(true),
+        doc: "before validation, arguments are read as their declared types where the schema leaves one reading: `\"42\"` for an `integer` or `number`, `\"true\"`/`\"false\"` for a `boolean`, JSON text for an `object` or `array` (never for a property that also accepts a string). The result says what was coerced (a `[quiver: arguments coerced ...]` text block, or `quiver_note`), and so does the feed event's detail. `false`: strict. `null` is accepted for `nullable: true` (OpenAPI) as for `type: [T, \"null\"]`, either way",
+    },
     Setting {
         key: "approval.require",
         kind: Kind::List("a list of tool-name globs, e.g. [\"mcp_github_create_*\"]"),
@@ -337,6 +348,7 @@ pub fn validate_guardrails(
         rules,
         max_result_chars: max_result_chars as usize,
         call_timeout_ms: call_timeout_ms as u64,
+        coerce_arguments: raw.coerce_arguments.unwrap_or(defaults.coerce_arguments),
     })
 }
 

@@ -92,8 +92,10 @@ impl ValidatorCache {
         {
             return validator.clone();
         }
-        let compiled =
-            Arc::new(jsonschema::validator_for(tool.input_schema()).map_err(|e| e.to_string()));
+        // OpenAPI's `nullable: true` is read as JSON Schema's `[T, "null"]`.
+        let widened = crate::coerce::nullable_as_type(tool.input_schema());
+        let schema = widened.as_ref().unwrap_or(tool.input_schema());
+        let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string()));
         self.entries
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -230,8 +230,10 @@ pub fn scored(docs: &[Arc<Tool>], scores: &[f64], doc: u32) -> Option<Scored> {
     })
 }
 
-/// The fallback when nothing scores: `allowed` tools whose exposed name
-/// contains the query (case-insensitive), in document order, score 0.
+/// The fallback when nothing scores: `allowed` tools whose name contains
+/// the query (case-insensitive), in document order, score 0. The exposed
+/// name's prefix (`mcp_`, `mcp_<server>_`) is not searched: it is shared
+/// by every tool of a server, so `mcp` or `github_` would match them all.
 pub fn name_substring_matches(
     docs: &[Arc<Tool>],
     query: &str,
@@ -244,13 +246,45 @@ pub fn name_substring_matches(
     }
     docs.iter()
         .enumerate()
-        .filter(|(doc, tool)| allowed(*doc as u32) && tool.name().to_lowercase().contains(&needle))
+        .filter(|(doc, tool)| allowed(*doc as u32) && unprefixed_name_contains(tool, &needle))
         .take(limit)
         .map(|(_, tool)| Scored {
             tool: tool.clone(),
             score: 0.0,
         })
         .collect()
+}
+
+/// Length of the part of `tool`'s exposed name that its source adds:
+/// `mcp_<server>_`, else `mcp_`, else nothing.
+pub fn exposed_prefix_len(tool: &Tool) -> usize {
+    let name = tool.name();
+    if let Some(rest) = name.strip_prefix("mcp_") {
+        if let Some(group) = tool.source().group()
+            && rest.len() > group.len()
+            && rest.is_char_boundary(group.len())
+            && rest[..group.len()].eq_ignore_ascii_case(
+                &group.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"),
+            )
+            && rest[group.len()..].starts_with('_')
+        {
+            return 4 + group.len() + 1;
+        }
+        return 4;
+    }
+    0
+}
+
+/// Whether `needle` (lowercase) occurs in `tool`'s own name, or in its
+/// exposed name other than wholly inside the prefix the source adds.
+fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
+    if tool.original_name().to_lowercase().contains(needle) {
+        return true;
+    }
+    let name = tool.name().to_lowercase();
+    let prefix = exposed_prefix_len(tool);
+    name.match_indices(needle)
+        .any(|(at, _)| at + needle.len() > prefix)
 }
 
 #[cfg(test)]

@@ -73,6 +73,15 @@ pub const EXTENSION_WEIGHT: f64 = 0.3;
 pub const MIN_EXTENSION_PREFIX: usize = 5;
 /// The query term a file path in the query adds.
 pub const PATH_HINT: &str = "path";
+/// The relevance floor, as a share of the score one query term found in
+/// a single tool gives at saturation (`(k1 + 1) · idf(N, 1)`): a match
+/// must score at least this much, and match at least one query word
+/// through a term found in no more than half the tools (see
+/// [`EnhancedIndex::search`]).
+pub const RELEVANCE_FLOOR: f64 = 0.08;
+/// Fewest letters of a query word whose typo-tolerant match counts as
+/// evidence for the relevance floor.
+pub const MIN_TYPO_EVIDENCE: usize = 6;
 
 /// Groups of words that name the same thing in tool descriptions and user
 /// requests: common abbreviations and interchangeable verbs and nouns of
@@ -1060,7 +1069,16 @@ impl EnhancedIndex {
 
         let mut scores = vec![0.0; self.docs.len()];
         let mut touched = Vec::new();
-        self.score(&self.query_words(&text), &mut scores, &mut touched);
+        let words = self.query_words(&text);
+        self.score(&words, &mut scores, &mut touched);
+        let mut evidence = self.evidence(&words);
+        // A folded copy's evidence counts for the tool it folds into.
+        for (&copy, &first) in &self.same_operation {
+            let words = evidence.get(copy as usize).copied().unwrap_or(0);
+            if let Some(kept) = evidence.get_mut(first as usize) {
+                *kept = (*kept).max(words);
+            }
+        }
         self.fold_same_operations(&mut scores, &mut touched);
         let exact = self.exact_matches(&text);
         let best = if exact.is_empty() {
@@ -1081,7 +1099,17 @@ impl EnhancedIndex {
             }
         }
 
-        let mut ranked = top(&scores, touched, limit, allowed);
+        // The relevance floor: weak evidence is no match, so an off-topic
+        // query finds nothing rather than whatever shares a word with it.
+        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.docs.len(), 1);
+        let clears = |doc: u32| {
+            let d = doc as usize;
+            allowed(doc)
+                && (exact.contains(&doc)
+                    || (evidence.get(d).is_some_and(|&words| words >= 1)
+                        && scores.get(d).is_some_and(|&score| score >= floor)))
+        };
+        let mut ranked = top(&scores, touched, limit, clears);
         self.insert_prerequisites(&mut ranked, allowed);
         ranked.truncate(limit);
         if ranked.is_empty() {
@@ -1091,6 +1119,71 @@ impl EnhancedIndex {
             .into_iter()
             .filter_map(|doc| scored(&self.docs, &scores, doc))
             .collect()
+    }
+
+    /// Per tool, how many distinct query `words` match it through a term
+    /// that is not boilerplate (a term found in more than half the tools,
+    /// such as the server's name in a one-server catalog). Words match as
+    /// they score: the term itself, a compound's parts for an unknown one,
+    /// synonyms and extensions; near terms (typo tolerance) only for a word
+    /// of [`MIN_TYPO_EVIDENCE`] letters or more, since a short word is
+    /// within one edit of many unrelated ones.
+    fn evidence(&self, words: &[QueryWord]) -> Vec<u8> {
+        let n = self.docs.len();
+        // Boilerplate: a term found in more than half the tools (of three
+        // or more).
+        let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
+        let mut count = vec![0u8; n];
+        let mut seen: Vec<&str> = Vec::new();
+        // Per tool, 1 when this word matched it through a term that is not
+        // boilerplate, a tiny value when only through boilerplate.
+        let mut of_word = vec![0.0f64; n];
+        let mut touched: Vec<u32> = Vec::new();
+        for word in words {
+            if seen.contains(&word.term.as_str()) {
+                continue;
+            }
+            seen.push(&word.term);
+            let mut terms: Vec<u32> = Vec::new();
+            match word.id {
+                Some(id) => terms.push(id),
+                None => {
+                    let parts = self.split_compound(&word.term);
+                    if parts.is_empty() && word.word.chars().count() >= MIN_TYPO_EVIDENCE {
+                        terms.extend(self.near_terms(&word.word, &word.term));
+                    } else {
+                        terms.extend(parts);
+                    }
+                }
+            }
+            terms.extend(self.synonyms.get(word.term.as_str()).into_iter().flatten());
+            self.extensions_of(word, &mut terms);
+            for term in terms {
+                let postings = self.postings.get(term as usize).map_or(0, Vec::len);
+                let weight = if is_boilerplate(postings) {
+                    f64::MIN_POSITIVE
+                } else {
+                    1.0
+                };
+                for posting in self.postings.get(term as usize).into_iter().flatten() {
+                    if let Some(slot) = of_word.get_mut(posting.doc as usize) {
+                        if *slot == 0.0 {
+                            touched.push(posting.doc);
+                        }
+                        *slot = slot.max(weight);
+                    }
+                }
+            }
+            for doc in touched.drain(..) {
+                let strength = of_word.get_mut(doc as usize).map_or(0.0, std::mem::take);
+                if strength >= 1.0
+                    && let Some(words) = count.get_mut(doc as usize)
+                {
+                    *words = words.saturating_add(1);
+                }
+            }
+        }
+        count
     }
 
     /// Tools that make the same call as a tool their server lists earlier
@@ -1283,6 +1376,44 @@ mod tests {
             [tool("b", "take_screenshot", "Takes screenshots of pages")].iter(),
         );
         assert_eq!(index.search("screenshotting page", 5).len(), 1);
+    }
+
+    #[test]
+    fn weak_or_boilerplate_evidence_is_no_match() {
+        let tools: Vec<Arc<Tool>> = [
+            ("create_issue", "Create an issue in a GitHub repository"),
+            ("list_issues", "List the issues of a GitHub repository"),
+            (
+                "merge_pull_request",
+                "Merge a pull request of a GitHub repository",
+            ),
+            (
+                "get_file_contents",
+                "Get the contents of a file in a GitHub repository",
+            ),
+        ]
+        .into_iter()
+        .map(|(name, description)| tool("github", name, description))
+        .collect();
+        let index = EnhancedIndex::build(tools.iter());
+        // Every tool shares `github` and `repository`: no evidence alone.
+        assert!(index.search("github repository", 5).is_empty());
+        assert_eq!(
+            names(&index.search("github issue", 5))[..2],
+            ["create_issue", "list_issues"]
+        );
+        // The shared `mcp_github_` prefix is not a name match.
+        assert!(index.search("mcp", 5).is_empty());
+        assert!(index.search("mcp_github_", 5).is_empty());
+        assert_eq!(
+            names(&index.search("get_file_con", 5)),
+            ["get_file_contents"]
+        );
+        // An exact name always clears the floor.
+        assert_eq!(
+            names(&index.search("mcp_github_list_issues", 5))[0],
+            "list_issues"
+        );
     }
 
     #[test]

@@ -241,23 +241,78 @@ pub fn function_definition(name: &str, description: &str, parameters: &Value) ->
     Value::Object(definition)
 }
 
-/// First line, then first sentence, of a description, cut to
-/// [`SHORT_DESCRIPTION_CHARS`] characters with a trailing `…` when cut.
+/// Words that end with a period without ending a sentence (compared
+/// lowercased, without their last period and any opening bracket or quote).
+pub const ABBREVIATIONS: &[&str] = &[
+    "a.k.a", "approx", "ca", "cf", "dr", "e.g", "eg", "esp", "etc", "fig", "i.e", "ie", "incl",
+    "jr", "mr", "mrs", "ms", "mt", "no", "prof", "sr", "st", "u.s", "viz", "vs",
+];
+
+/// Where the first sentence of `text` ends (just after its `.`, `!` or
+/// `?`): the first such mark followed by whitespace or the end of the
+/// text, unless it is the period of an abbreviation ([`ABBREVIATIONS`]) or
+/// of a single-letter initial. A period inside a word (`v1.2`,
+/// `api.github.com`) is followed by no whitespace, so it never ends one.
+pub fn sentence_end(text: &str) -> Option<usize> {
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if !matches!(c, '.' | '!' | '?') {
+            continue;
+        }
+        if !chars.peek().is_none_or(|(_, next)| next.is_whitespace()) {
+            continue;
+        }
+        if c == '.' {
+            let word_start = text[..at].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+            let word = text[word_start..at]
+                .trim_start_matches(|c: char| "([{\"'`".contains(c))
+                .to_lowercase();
+            let initial = word.chars().count() == 1 && word.chars().all(char::is_alphabetic);
+            if initial || ABBREVIATIONS.binary_search(&word.as_str()).is_ok() {
+                continue;
+            }
+        }
+        return Some(at + c.len_utf8());
+    }
+    None
+}
+
+/// The listing's short form of a description: its first non-empty line,
+/// up to the end of its first sentence ([`sentence_end`]); longer than
+/// [`SHORT_DESCRIPTION_CHARS`] characters, it is cut at the last word
+/// boundary that fits and ends with `…` (the whole result at most that
+/// many characters).
 pub fn short_description(description: &str) -> String {
     let first_line = description
         .lines()
         .map(str::trim)
         .find(|line| !line.is_empty())
         .unwrap_or("");
-    let sentence = match first_line.find(". ") {
-        Some(end) => &first_line[..=end],
+    let sentence = match sentence_end(first_line) {
+        Some(end) => &first_line[..end],
         None => first_line,
     };
     if sentence.chars().count() <= SHORT_DESCRIPTION_CHARS {
         return sentence.to_owned();
     }
-    let mut cut: String = sentence.chars().take(SHORT_DESCRIPTION_CHARS - 1).collect();
-    cut.truncate(cut.trim_end().len());
+    let room = SHORT_DESCRIPTION_CHARS - 1;
+    let limit = sentence
+        .char_indices()
+        .nth(room)
+        .map_or(sentence.len(), |(i, _)| i);
+    // At a word boundary: before the word the limit falls in, unless that
+    // would drop more than half of the room (one very long word).
+    let boundary = if sentence[limit..].starts_with(char::is_whitespace) {
+        limit
+    } else {
+        match sentence[..limit].rfind(char::is_whitespace) {
+            Some(space) if sentence[..space].chars().count() >= room / 2 => space,
+            _ => limit,
+        }
+    };
+    let mut cut = sentence[..boundary]
+        .trim_end_matches(|c: char| c.is_whitespace() || ",;:-–(".contains(c))
+        .to_owned();
     cut.push('…');
     cut
 }
@@ -281,8 +336,62 @@ mod tests {
     fn short_description_is_cut_with_ellipsis() {
         let long = "word ".repeat(60);
         let short = short_description(&long);
-        assert_eq!(short.chars().count(), SHORT_DESCRIPTION_CHARS);
-        assert!(short.ends_with('…'));
+        assert!(short.chars().count() <= SHORT_DESCRIPTION_CHARS);
+        assert!(short.ends_with("word…"), "{short}");
+        let one_word = "x".repeat(300);
+        assert_eq!(
+            short_description(&one_word).chars().count(),
+            SHORT_DESCRIPTION_CHARS
+        );
+    }
+
+    #[test]
+    fn a_sentence_ends_at_a_real_sentence_end() {
+        for (text, short) in [
+            (
+                "Contact Dr. Smith for access. More.",
+                "Contact Dr. Smith for access.",
+            ),
+            (
+                "Create an issue (e.g. a bug). Then more.",
+                "Create an issue (e.g. a bug).",
+            ),
+            (
+                "Compare this PR vs. main. More.",
+                "Compare this PR vs. main.",
+            ),
+            ("List repos! Supports pagination.", "List repos!"),
+            ("Is it up? Checks the host.", "Is it up?"),
+            (
+                "Calls api.github.com with v1.2.3 of the API. More.",
+                "Calls api.github.com with v1.2.3 of the API.",
+            ),
+            (
+                "Files, dirs, etc. are listed. More.",
+                "Files, dirs, etc. are listed.",
+            ),
+            ("By J. R. Tolkien. More.", "By J. R. Tolkien."),
+        ] {
+            assert_eq!(short_description(text), short, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_long_sentence_is_cut_at_a_word_boundary() {
+        let text = format!("{} tail", "abcdefgh ".repeat(12));
+        let short = short_description(&text);
+        assert!(short.chars().count() <= SHORT_DESCRIPTION_CHARS, "{short}");
+        assert!(short.ends_with("abcdefgh…"), "{short}");
+        let one_word = "x".repeat(300);
+        assert_eq!(
+            short_description(&one_word).chars().count(),
+            SHORT_DESCRIPTION_CHARS
+        );
+    }
+
+    #[test]
+    fn abbreviations_are_sorted_for_binary_search() {
+        assert!(ABBREVIATIONS.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
