@@ -39,6 +39,7 @@ mod daemon_mcp_gateway_over_http;
 mod daemon_mcp_gateway_over_stdio;
 mod daemon_mcp_gateway_takes_lenient_bridge_inputs;
 mod daemon_one_serve_per_state_dir;
+mod daemon_refuses_bad_requests_early;
 mod daemon_refuses_non_loopback_without_flag;
 mod daemon_requests_without_the_token_are_refused;
 mod daemon_restart_keeps_sessions;

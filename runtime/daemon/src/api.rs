@@ -119,6 +119,37 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
+/// A JSON body that must be an object of `T`'s shape: `Json<T>` alone would
+/// also take an array for a struct (serde reads a struct from a sequence),
+/// so `[]` would create a session.
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<T, ApiError> {
+    let Json(value) = body?;
+    let found = match &value {
+        Value::Object(_) => None,
+        Value::Array(_) => Some("an array"),
+        Value::String(_) => Some("a string"),
+        Value::Number(_) => Some("a number"),
+        Value::Bool(_) => Some("a boolean"),
+        Value::Null => Some("null"),
+    };
+    if let Some(found) = found {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("the request body must be a JSON object, not {found}"),
+        ));
+    }
+    serde_json::from_value(value).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("the request body does not fit: {error}"),
+        )
+    })
+}
+
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_query", rejection.body_text())
@@ -305,9 +336,9 @@ async fn list_sessions(State(state): State<ApiState>) -> ApiResult<Json<Value>> 
 
 async fn create_session(
     State(state): State<ApiState>,
-    body: Result<Json<NewSession>, JsonRejection>,
+    body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let Json(request) = body?;
+    let request: NewSession = object_body(body)?;
     let record = state.daemon.create_session(request)?;
     Ok((StatusCode::CREATED, Json(json!(record))))
 }
@@ -339,10 +370,10 @@ struct PostMessage {
 async fn post_message(
     State(state): State<ApiState>,
     path: Result<Path<String>, PathRejection>,
-    body: Result<Json<PostMessage>, JsonRejection>,
+    body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
-    let Json(message) = body?;
+    let message: PostMessage = object_body(body)?;
     if message.content.trim().is_empty() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

@@ -178,6 +178,11 @@ pub struct DaemonOptions {
     pub config_file: Option<PathBuf>,
 }
 
+/// The smallest context window a session may have, in tokens.
+pub const MIN_CONTEXT_TOKENS: u64 = 1000;
+/// The largest context window a session may have, in tokens.
+pub const MAX_CONTEXT_TOKENS: u64 = 10_000_000;
+
 /// How long a loaded session may stay unused before it leaves memory
 /// (it is loaded again from the store on use).
 pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
@@ -505,6 +510,13 @@ impl Daemon {
                 .and_then(|p| p.record.model.clone())
                 .or_else(|| self.config.models.default_model.clone()),
         };
+        if let Some(asked) = request.context_tokens
+            && !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&asked)
+        {
+            return Err(DaemonError::BadRequest(format!(
+                "`context_tokens` {asked} is outside {MIN_CONTEXT_TOKENS}..{MAX_CONTEXT_TOKENS}"
+            )));
+        }
         let context_tokens = request
             .context_tokens
             .or_else(|| {
@@ -514,7 +526,7 @@ impl Daemon {
                     .map(|m| m.context_tokens())
             })
             .unwrap_or(self.config.gateway.context_tokens)
-            .clamp(1000, 10_000_000);
+            .clamp(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS);
         let record = SessionRecord {
             id,
             kind: SessionKind::Chat,
@@ -723,6 +735,17 @@ impl Daemon {
             .clone()
             .ok_or_else(|| DaemonError::NoModel(id.to_owned()))?;
         let model = self.model(&model_name)?.clone();
+        // A message that cannot fit the session's context is refused here,
+        // before any model request (an eighth stays for the answer, as the
+        // agent loop reserves it).
+        let message_tokens = quiver_tool::tokens::count(&text);
+        let room = live.record.context_tokens - live.record.context_tokens / 8;
+        if message_tokens > room {
+            return Err(DaemonError::BadRequest(format!(
+                "the message is about {message_tokens} tokens, more than the {room} that fit session `{id}`'s context of {} tokens; send a shorter message or use a session with a larger context_tokens",
+                live.record.context_tokens
+            )));
+        }
         let guard = live
             .turn
             .clone()
