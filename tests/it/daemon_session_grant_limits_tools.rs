@@ -96,6 +96,6 @@ async fn sessions_and_subagents_stay_within_their_grant() {
     );
     assert!(bad["message"].as_str().unwrap().contains("scripted"));
     let (status, bad) = daemon.post("/v1/sessions", json!({"grant": ["x"]})).await;
-    assert_eq!(status, 422, "{bad}");
+    assert_eq!(status, 400, "a body of the wrong shape is a 400: {bad}");
     assert!(bad["message"].as_str().unwrap().contains("grant"), "{bad}");
 }

@@ -246,15 +246,13 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
         wait_for_signal().await;
         signal.cancel();
     });
-    let server = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .into_future();
-    let served = tokio::select! {
-        served = server => served,
-        () = forced_stop(&shutdown) => Ok(()),
-    };
+    let limits = quiver_daemon::http::HttpLimits::from_settings(&daemon.config().serve);
+    tokio::select! {
+        () = quiver_daemon::http::serve(listener, router, limits, shutdown.clone()) => {}
+        () = forced_stop(&shutdown) => {}
+    }
     let _ = std::fs::remove_file(&daemon_file);
-    served.context("the HTTP server failed")
+    Ok(())
 }
 
 /// How long a stop waits for open requests (a running turn, say) before

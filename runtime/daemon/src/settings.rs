@@ -23,6 +23,13 @@ pub struct ServeConfig {
     /// `None`: `$XDG_STATE_HOME/quiver`, else `~/.local/state/quiver`,
     /// else `quiver-UID` in the temp dir.
     pub state_dir: Option<PathBuf>,
+    /// Most connections served at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// Longest a connection may take to send a request's headers, and
+    /// longest an idle keep-alive connection is kept.
+    pub header_read_timeout: std::time::Duration,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
 }
 
 impl Default for ServeConfig {
@@ -30,6 +37,11 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8765)),
             state_dir: None,
+            max_connections: MAX_CONNECTIONS.default_int() as usize,
+            header_read_timeout: std::time::Duration::from_secs(
+                HEADER_READ_TIMEOUT_S.default_int() as u64,
+            ),
+            max_body_bytes: MAX_BODY_BYTES.default_int() as usize,
         }
     }
 }
@@ -82,6 +94,9 @@ impl Default for GatewayConfig {
 pub struct RawServe {
     listen: Option<Spanned<String>>,
     state_dir: Option<Spanned<String>>,
+    max_connections: Option<Spanned<i64>>,
+    header_read_timeout_s: Option<Spanned<i64>>,
+    max_body_bytes: Option<Spanned<i64>>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -108,7 +123,32 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         ),
         doc: "the database (`quiver.db`: sessions, messages, activity log, gateway clients), the token file, `daemon.json` and plugin copies (`plugins/`, unless `plugins.state_dir` is set); made with mode 0700; refused when group or others may read or write it (fix: `chmod 700`) or another user owns it. `quiver.db` and its `-wal`/`-shm` files are mode 0600",
     },
+    Setting::int(
+        "serve.max_connections",
+        1,
+        100000,
+        512,
+        "most HTTP connections served at once (API, event streams and `/mcp` together); past it a connection is answered `503` with the JSON error shape and closed, so a flood cannot exhaust the open-file limit",
+    ),
+    Setting::timeout(
+        "serve.header_read_timeout_s",
+        1,
+        3600,
+        15,
+        "longest a connection may take to send a request's headers; an idle keep-alive connection is closed after it too (a response being streamed, such as the event feed, is not idle)",
+    ),
+    Setting::int(
+        "serve.max_body_bytes",
+        1024,
+        1073741824,
+        4194304,
+        "largest request body; a larger one is answered `413`",
+    ),
 ];
+
+const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
+const HEADER_READ_TIMEOUT_S: &Setting = by_key(SERVE_SETTINGS, "serve.header_read_timeout_s");
+const MAX_BODY_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_body_bytes");
 
 /// The keys of `gateway`, described once (see `quiver_config::setting`).
 pub const GATEWAY_SETTINGS: &[Setting] = &[
@@ -147,7 +187,11 @@ fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> Conf
 }
 
 /// Checks the raw section and builds its validated form; clamped values add warnings.
-pub fn validate_serve(raw: RawServe, file: &str) -> Result<ServeConfig, ConfigError> {
+pub fn validate_serve(
+    raw: RawServe,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<ServeConfig, ConfigError> {
     let defaults = ServeConfig::default();
     let listen = match raw.listen {
         None => defaults.listen,
@@ -171,7 +215,34 @@ pub fn validate_serve(raw: RawServe, file: &str) -> Result<ServeConfig, ConfigEr
         }
         other => other.map(|d| PathBuf::from(d.value)),
     };
-    Ok(ServeConfig { listen, state_dir })
+    let max_connections = int_setting(
+        &raw.max_connections,
+        MAX_CONNECTIONS,
+        MAX_CONNECTIONS.key,
+        file,
+        warnings,
+    )?;
+    let header_read_timeout_s = int_setting(
+        &raw.header_read_timeout_s,
+        HEADER_READ_TIMEOUT_S,
+        HEADER_READ_TIMEOUT_S.key,
+        file,
+        warnings,
+    )?;
+    let max_body_bytes = int_setting(
+        &raw.max_body_bytes,
+        MAX_BODY_BYTES,
+        MAX_BODY_BYTES.key,
+        file,
+        warnings,
+    )?;
+    Ok(ServeConfig {
+        listen,
+        state_dir,
+        max_connections: max_connections as usize,
+        header_read_timeout: std::time::Duration::from_secs(header_read_timeout_s as u64),
+        max_body_bytes: max_body_bytes as usize,
+    })
 }
 
 /// Checks the raw section and builds its validated form; clamped values add warnings.

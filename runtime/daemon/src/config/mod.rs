@@ -328,7 +328,7 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>
     );
     let serve = keep(
         &mut errors,
-        crate::settings::validate_serve(raw.serve.unwrap_or_default(), file),
+        crate::settings::validate_serve(raw.serve.unwrap_or_default(), file, &mut warnings),
     );
     let agent = keep(
         &mut errors,

@@ -1,0 +1,122 @@
+//! The daemon's HTTP accept loop: axum's router served over hyper with the
+//! limits a daemon reachable by untrusted clients needs. At most
+//! `serve.max_connections` connections are served at once (past that a
+//! connection is answered `503` with the JSON error shape and closed, so a
+//! flood of idle connections cannot exhaust the open-file limit); a
+//! connection must send each request's headers within
+//! `serve.header_read_timeout_s`, which also closes idle keep-alive
+//! connections (hyper starts that timer whenever it waits for a request
+//! head); bodies over `serve.max_body_bytes` are answered `413`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::settings::ServeConfig;
+
+/// What [`serve`] enforces, from the `serve` settings.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Most connections served at once.
+    pub max_connections: usize,
+    /// Longest wait for a request's headers (and idle keep-alive).
+    pub header_read_timeout: Duration,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl HttpLimits {
+    /// The limits `serve` sets.
+    pub fn from_settings(serve: &ServeConfig) -> HttpLimits {
+        HttpLimits {
+            max_connections: serve.max_connections,
+            header_read_timeout: serve.header_read_timeout,
+            max_body_bytes: serve.max_body_bytes,
+        }
+    }
+}
+
+/// How long accepting pauses after it fails (out of file descriptors,
+/// say), so that a full table does not spin the loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `router` on `listener` within `limits` until `shutdown` is
+/// cancelled, then waits for open connections to finish their requests
+/// (the caller bounds that wait).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    shutdown: CancellationToken,
+) {
+    let router = router.layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes));
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut refused_since_log = 0u64;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept a connection; pausing");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if refused_since_log == 0 {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached: new connections are answered 503 (serve.max_connections)"
+                );
+            }
+            refused_since_log = (refused_since_log + 1) % 1000;
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        refused_since_log = 0;
+        let service = TowerToHyperService::new(router.clone());
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .keep_alive(true);
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Answers a connection past the limit with a `503` in the API's JSON
+/// error shape and closes it, without reading the request.
+async fn refuse(mut stream: TcpStream) {
+    let body = r#"{"error":"too_many_connections","message":"the daemon serves its maximum number of connections (serve.max_connections); retry later"}"#;
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), write).await;
+}
