@@ -64,6 +64,10 @@ fn state_token_db_and_config_are_protected() {
         "innocent.txt",
         "quiver.yaml",
         state.join("token").to_str().unwrap(),
+        // Files that do not exist (yet) answer the same: nothing tells
+        // what the state directory holds.
+        "state/not-there-yet",
+        "state/no-dir/no-file",
     ] {
         let error = with_config("read_file", &format!(r#"{{"path": "{path}"}}"#));
         assert_eq!(error["error"], "path_protected", "{path}: {error}");

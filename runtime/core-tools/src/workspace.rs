@@ -196,13 +196,24 @@ impl Workspace {
         relative: &Path,
         shown: &str,
     ) -> Result<File, CoreToolError> {
-        if let Ok(canonical) = self.dir.canonicalize(dot_if_empty(relative)) {
-            let canonical: PathBuf = canonical
-                .components()
-                .filter(|c| !matches!(c, Component::CurDir))
-                .collect();
-            self.check_protected(tool, &canonical, shown)?;
-        }
+        // A protected file that does not exist (yet) is refused as
+        // protected too, so the answer never tells whether it exists: its
+        // directory is resolved instead, or the path folded as written.
+        let canonical = match self.dir.canonicalize(dot_if_empty(relative)) {
+            Ok(canonical) => canonical,
+            Err(_) => match (relative.parent(), relative.file_name()) {
+                (Some(parent), Some(name)) => match self.dir.canonicalize(dot_if_empty(parent)) {
+                    Ok(parent) => parent.join(name),
+                    Err(_) => fold_lexically(relative),
+                },
+                _ => fold_lexically(relative),
+            },
+        };
+        let canonical: PathBuf = canonical
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        self.check_protected(tool, &canonical, shown)?;
         let file = open_regular_in(&self.dir, relative, true, tool, shown)?;
         self.check_open_file(tool, &file, shown)?;
         Ok(file)
@@ -315,6 +326,22 @@ pub(crate) fn open_regular_in(
         ));
     }
     Ok(file)
+}
+
+/// `relative` with `.` dropped and `..` taken back lexically (`relative`
+/// has been checked not to climb above the root).
+fn fold_lexically(relative: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(part) => out.push(part),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
