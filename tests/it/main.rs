@@ -34,6 +34,7 @@ mod daemon_api_errors_are_json;
 mod daemon_approval_through_the_api;
 mod daemon_concurrent_sessions_never_mix;
 mod daemon_connection_limits_hold_under_a_flood;
+mod daemon_every_error_answer_is_json;
 mod daemon_gateway_session_ids_are_reserved;
 mod daemon_idle_sessions_leave_memory;
 mod daemon_mcp_gateway_over_http;

@@ -234,7 +234,63 @@ pub fn router(
             state.clone(),
             authenticate,
         ))
+        .layer(axum::middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Largest error body reshaped by [`json_errors`]; a longer one is cut.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// Every error answer is in the API's JSON shape, whoever made it (the MCP
+/// transport answers some in plain text, axum's body limit too): a `4xx` or
+/// `5xx` that is not JSON becomes `{"error": CODE, "message": TEXT}`, its
+/// status and headers kept.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, ERROR_BODY_LIMIT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let code = match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::CONFLICT => "conflict",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "bad_request",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        _ if status.is_client_error() => "bad_request",
+        _ => "internal_error",
+    };
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_owned()
+    } else {
+        text
+    };
+    let body = json!({"error": code, "message": message}).to_string();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 async fn method_not_allowed(request: Request) -> ApiError {
