@@ -12,11 +12,9 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 fn quiver_in(home: &Path, cwd: &Path) -> Command {
-    let mut command = Command::new(quiver_tests::quiver_bin());
-    command
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .current_dir(cwd);
+    // A HOME of this test's own: the shared scratch one may hold state.
+    let mut command = quiver_tests::quiver_command();
+    command.env("HOME", home).current_dir(cwd);
     command
 }
 

@@ -6,9 +6,7 @@
 //! with the secret in that process's environment, as an operator's
 //! daemon would have it.
 
-use std::process::Command;
-
-use quiver_tests::{arg, quiver_bin};
+use quiver_tests::{arg, quiver_command};
 use serde_json::{Value, json};
 
 const PRINT: &str = "echo \"secret=${QUIVER_TEST_API_KEY:-unset} lc=${LC_QUIVER_TEST:-unset} \
@@ -25,7 +23,7 @@ fn printed(extra: &str) -> String {
         ),
     )
     .unwrap();
-    let output = Command::new(quiver_bin())
+    let output = quiver_command()
         .args([
             "call",
             "run_command",

@@ -6,9 +6,7 @@
 //! environment. With `sandbox: off` the same command reaches them, which
 //! is why the sandbox is the default.
 
-use std::process::Command;
-
-use quiver_tests::{arg, quiver_bin};
+use quiver_tests::{arg, quiver_command};
 use serde_json::{Value, json};
 
 const PROBE: &str = "check() { if eval \"$2\" >/dev/null 2>&1; then echo \"$1=yes\"; else echo \"$1=no\"; fi; }; \
@@ -36,7 +34,7 @@ fn probe(sandbox: &str) -> String {
         ),
     )
     .unwrap();
-    let output = Command::new(quiver_bin())
+    let output = quiver_command()
         .args([
             "call",
             "run_command",

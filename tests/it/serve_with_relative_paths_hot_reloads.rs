@@ -7,10 +7,10 @@
 //! `/v1/status` does.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use quiver_tests::{install_plugin, plugin_so, quiver_bin};
+use quiver_tests::{install_plugin, plugin_so, quiver_command};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -25,7 +25,7 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
     )
     .unwrap();
     let mut child = quiver_tests::KillOnDrop(
-        Command::new(quiver_bin())
+        quiver_command()
             .args([
                 "serve",
                 "--config",
@@ -35,7 +35,6 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
             ])
             .current_dir(&elsewhere)
             .env("HOME", temp.path())
-            .env_remove("XDG_STATE_HOME")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -85,7 +84,7 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
     assert_eq!(plugins.len(), 1, "the watcher never loaded it: {loaded}");
 
     // `quiver status` from another directory, by the state directory.
-    let printed = Command::new(quiver_bin())
+    let printed = quiver_command()
         .args(["status", "--state-dir"])
         .arg(&state)
         .current_dir(temp.path())
