@@ -61,13 +61,17 @@ const READ_ONLY: &[&str] = &[
 
 const READ_WRITE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/tty"];
 
-/// Whether this kernel enforces Landlock.
+/// Whether this kernel enforces Landlock. Probed once per process (the
+/// answer cannot change while it runs): startup asks it more than once.
 pub fn landlock_available() -> bool {
-    Ruleset::default()
-        .handle_access(AccessFs::from_all(ABI::V1))
-        .and_then(|ruleset| ruleset.create())
-        .map(|created| Option::<OwnedFd>::from(created).is_some())
-        .unwrap_or(false)
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        Ruleset::default()
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .and_then(|ruleset| ruleset.create())
+            .map(|created| Option::<OwnedFd>::from(created).is_some())
+            .unwrap_or(false)
+    })
 }
 
 /// A ruleset ready to be applied in a child: read-only system directories,
