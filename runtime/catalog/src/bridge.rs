@@ -184,7 +184,9 @@ impl BridgeError {
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, as error messages name it
+/// (`an array`, `null`, ...).
+pub fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

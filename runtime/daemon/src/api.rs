@@ -126,19 +126,14 @@ fn object_body<T: serde::de::DeserializeOwned>(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<T, ApiError> {
     let Json(value) = body?;
-    let found = match &value {
-        Value::Object(_) => None,
-        Value::Array(_) => Some("an array"),
-        Value::String(_) => Some("a string"),
-        Value::Number(_) => Some("a number"),
-        Value::Bool(_) => Some("a boolean"),
-        Value::Null => Some("null"),
-    };
-    if let Some(found) = found {
+    if !value.is_object() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            format!("the request body must be a JSON object, not {found}"),
+            format!(
+                "the request body must be a JSON object, not {}",
+                quiver_catalog::bridge::json_type(&value)
+            ),
         ));
     }
     serde_json::from_value(value).map_err(|error| {
