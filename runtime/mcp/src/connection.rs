@@ -17,7 +17,8 @@ use super::config::{McpServerConfig, McpTransportConfig};
 use super::schema::{SchemaOutcome, normalise};
 #[cfg(feature = "mcp-stdio")]
 use quiver_process::ProcessGroup;
-use quiver_tool::tool::ToolSpec;
+use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSpec};
+use serde_json::Value;
 
 /// The client side of a session: answers the server's requests with rmcp's
 /// defaults and wakes the supervisor on `notifications/tools/list_changed`.
@@ -207,9 +208,35 @@ pub async fn list_tools(
             }
         };
         let description = tool.description.as_deref().unwrap_or_default();
-        specs.push(ToolSpec::new(name, description, schema));
+        let metadata = tool_metadata(&tool);
+        specs.push(ToolSpec::new(name, description, schema).with_metadata(metadata));
     }
     Ok(specs)
+}
+
+/// What an MCP tool says besides its name, description and input schema:
+/// its title (the tool's own, else its annotations' title), behaviour
+/// hints, output schema and `_meta`, kept as the server sent them.
+pub fn tool_metadata(tool: &rmcp::model::Tool) -> ToolMetadata {
+    let hints = tool.annotations.as_ref();
+    ToolMetadata {
+        title: tool
+            .title
+            .clone()
+            .or_else(|| hints.and_then(|a| a.title.clone()))
+            .filter(|t| !t.trim().is_empty()),
+        annotations: ToolAnnotations {
+            read_only_hint: hints.and_then(|a| a.read_only_hint),
+            destructive_hint: hints.and_then(|a| a.destructive_hint),
+            idempotent_hint: hints.and_then(|a| a.idempotent_hint),
+            open_world_hint: hints.and_then(|a| a.open_world_hint),
+        },
+        output_schema: tool
+            .output_schema
+            .as_ref()
+            .map(|schema| Value::Object(schema.as_ref().clone())),
+        meta: tool.meta.as_ref().map(|meta| meta.0.clone()),
+    }
 }
 
 /// Longest server description kept for search, in characters: enough for
@@ -282,5 +309,60 @@ mod description_tests {
         let long = "é".repeat(MAX_SERVER_DESCRIPTION_CHARS + 10);
         let text = server_description(&info(None, None, Some(&long)));
         assert_eq!(text.chars().count(), MAX_SERVER_DESCRIPTION_CHARS);
+    }
+}
+
+#[cfg(test)]
+mod metadata_tests {
+    use rmcp::model::{Tool, ToolAnnotations as McpAnnotations};
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(value: Value) -> Tool {
+        serde_json::from_value(value).expect("a valid MCP tool")
+    }
+
+    #[test]
+    fn keeps_title_hints_output_schema_and_meta() {
+        let tool = tool(json!({
+            "name": "delete_file",
+            "title": "Delete a file",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"deleted": {"type": "boolean"}}},
+            "annotations": {"readOnlyHint": false, "destructiveHint": true},
+            "_meta": {"vendor/x": 1}
+        }));
+        let metadata = tool_metadata(&tool);
+        assert_eq!(metadata.title.as_deref(), Some("Delete a file"));
+        assert_eq!(metadata.annotations.read_only_hint, Some(false));
+        assert_eq!(metadata.annotations.destructive_hint, Some(true));
+        assert_eq!(metadata.annotations.idempotent_hint, None);
+        assert_eq!(
+            metadata.annotations.to_json(),
+            json!({"readOnlyHint": false, "destructiveHint": true})
+        );
+        assert_eq!(
+            metadata.output_schema,
+            Some(json!({"type": "object", "properties": {"deleted": {"type": "boolean"}}}))
+        );
+        assert_eq!(metadata.meta, json!({"vendor/x": 1}).as_object().cloned());
+    }
+
+    #[test]
+    fn title_falls_back_to_the_annotations_title_and_plain_tools_carry_nothing() {
+        let mut with_hint_title = tool(json!({"name": "t", "inputSchema": {"type": "object"}}));
+        let mut hints = McpAnnotations::default();
+        hints.title = Some("From hints".into());
+        with_hint_title.annotations = Some(hints);
+        assert_eq!(
+            tool_metadata(&with_hint_title).title.as_deref(),
+            Some("From hints")
+        );
+
+        let plain = tool(json!({"name": "t", "inputSchema": {"type": "object"}}));
+        let spec =
+            ToolSpec::new("t", "", json!({"type": "object"})).with_metadata(tool_metadata(&plain));
+        assert!(spec.metadata.is_none());
     }
 }

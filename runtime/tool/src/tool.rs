@@ -64,6 +64,67 @@ pub struct ToolSpec {
     /// catalog's `api_call`). Tools of one source that make the same call
     /// are entries for one operation: enhanced search returns it once.
     pub operation: Option<String>,
+    /// What else the source says about the tool (title, behaviour hints,
+    /// output schema, `_meta`); `None` when it says nothing, which keeps a
+    /// plain tool one pointer larger and no more.
+    pub metadata: Option<Box<ToolMetadata>>,
+}
+
+/// What a source may say about a tool besides its name, description and
+/// arguments: MCP's `title`, `annotations`, `outputSchema` and `_meta`
+/// (plugins declare the same in their manifest).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolMetadata {
+    /// A human-readable name for display (MCP `title`, else
+    /// `annotations.title`).
+    pub title: Option<String>,
+    /// The source's claims about the tool's behaviour.
+    pub annotations: ToolAnnotations,
+    /// JSON Schema of the tool's structured result (MCP `outputSchema`).
+    pub output_schema: Option<Value>,
+    /// Source-specific metadata passed through untouched (MCP `_meta`).
+    pub meta: Option<Map<String, Value>>,
+}
+
+impl ToolMetadata {
+    /// Whether it says nothing at all.
+    pub fn is_empty(&self) -> bool {
+        *self == ToolMetadata::default()
+    }
+}
+
+/// Behaviour hints as MCP defines them (`readOnlyHint`, `destructiveHint`,
+/// `idempotentHint`, `openWorldHint`). They are the source's claim, not a
+/// guarantee; `None` means the source did not say (MCP's own defaults then
+/// apply: not read-only, destructive, not idempotent, open world).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    /// The tool does not modify its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates (meaningful when not
+    /// read-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Calling it again with the same arguments has no further effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool talks to an open world of external entities (the web, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// Whether no hint is given.
+    pub fn is_empty(&self) -> bool {
+        *self == ToolAnnotations::default()
+    }
+
+    /// The annotations as MCP's wire object (only the hints that are set).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 impl ToolSpec {
@@ -78,7 +139,14 @@ impl ToolSpec {
             description: description.into(),
             input_schema,
             operation: None,
+            metadata: None,
         }
+    }
+
+    /// The same spec with `metadata` (dropped when it says nothing).
+    pub fn with_metadata(mut self, metadata: ToolMetadata) -> Self {
+        self.metadata = (!metadata.is_empty()).then(|| Box::new(metadata));
+        self
     }
 
     /// The same spec, declaring the underlying call it makes (see
@@ -174,6 +242,26 @@ impl Tool {
     /// The underlying call the tool makes, when its source declares one.
     pub fn operation(&self) -> Option<&str> {
         self.spec.operation.as_deref()
+    }
+
+    /// What else the source says about the tool, when it says anything.
+    pub fn metadata(&self) -> Option<&ToolMetadata> {
+        self.spec.metadata.as_deref()
+    }
+
+    /// The display title, when the source gives one.
+    pub fn title(&self) -> Option<&str> {
+        self.metadata()?.title.as_deref()
+    }
+
+    /// The source's behaviour hints (all `None` when it gives none).
+    pub fn annotations(&self) -> ToolAnnotations {
+        self.metadata().map(|m| m.annotations).unwrap_or_default()
+    }
+
+    /// The JSON Schema of the structured result, when declared.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.metadata()?.output_schema.as_ref()
     }
 
     /// Where the tool comes from.
