@@ -154,7 +154,11 @@ async fn serve_stdio(
             grants,
         },
     );
-    let running = match handler.serve(rmcp::transport::stdio()).await {
+    let mut transport = quiver_daemon::stdio::StdioTransport::stdio();
+    let Some(pipes) = transport.rmcp() else {
+        bail!("the stdio transport was taken twice");
+    };
+    let running = match handler.serve(pipes).await {
         Ok(running) => running,
         Err(error) => {
             // The MCP servers this process started end with it.
@@ -163,6 +167,8 @@ async fn serve_stdio(
         }
     };
     let outcome = running.waiting().await;
+    // The last answers reach stdout before the process ends.
+    transport.finish(Duration::from_secs(2)).await;
     daemon.shutdown().await;
     outcome.context("MCP session on stdio failed")?;
     // stdin's blocking reader may still hold the runtime; the session is over.

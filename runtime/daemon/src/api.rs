@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::gateway::{GatewayHandler, GatewayIdentity};
-use super::{Daemon, DaemonError, NewSession};
+use super::{Daemon, DaemonError, NewSession, jsonrpc};
 use quiver_dispatch::Decision;
 use quiver_dispatch::approval::queue::AnswerError;
 use quiver_store::{EventRecord, Store, StoreError};
@@ -222,7 +222,15 @@ pub fn router(
             "/v1/gateway/clients/{name}",
             axum::routing::delete(delete_client),
         )
-        .nest_service("/mcp", mcp)
+        .nest_service(
+            "/mcp",
+            Router::new()
+                .fallback_service(mcp)
+                .layer(axum::middleware::from_fn_with_state(
+                    state.daemon.config().serve.max_body_bytes,
+                    mcp_messages,
+                )),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -231,6 +239,78 @@ pub fn router(
         ))
         .layer(axum::middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// The JSON-RPC answers of `/mcp` that rmcp's transport gives in other
+/// shapes: a body that is not JSON is `400` with a `-32700` parse error,
+/// JSON that is not a JSON-RPC message `400` with `-32600` (rmcp answers
+/// both `415` in plain text); a session's DELETE is `204` (rmcp answers
+/// `202`, which SDKs warn about).
+async fn mcp_messages(
+    State(max_body_bytes): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().clone();
+    if method == axum::http::Method::DELETE {
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = axum::body::Body::empty();
+        }
+        return response;
+    }
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if method != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is over serve.max_body_bytes ({max_body_bytes} bytes)"),
+        )
+        .into_response();
+    };
+    if jsonrpc::is_not_json(&bytes) {
+        return jsonrpc_error(&bytes);
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+    let response = next.run(request).await;
+    // rmcp's answer to a body that does not read as a message.
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return jsonrpc_error(&bytes);
+    }
+    response
+}
+
+/// `400` with the JSON-RPC error for a body that is not a message.
+fn jsonrpc_error(body: &[u8]) -> Response {
+    let (id, error) = jsonrpc::unreadable_message(body).unwrap_or_else(|| {
+        (
+            None,
+            rmcp::ErrorData::invalid_request("invalid request: the message was refused", None),
+        )
+    });
+    tracing::debug!(code = error.code.0, message = %error.message, "an MCP request body was refused");
+    (
+        StatusCode::BAD_REQUEST,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        jsonrpc::error_response(id, &error),
+    )
+        .into_response()
 }
 
 /// Largest error body reshaped by [`json_errors`]; a longer one is cut.

@@ -17,15 +17,16 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::{Daemon, DaemonError, LiveSession};
+use super::{Daemon, DaemonError, LiveSession, jsonrpc};
 
 /// Who a gateway connection acts as, and what it was granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +147,19 @@ fn tools_digest(daemon: &Daemon, live: &LiveSession) -> u64 {
 }
 
 fn internal(error: &DaemonError) -> ErrorData {
+    tracing::warn!(%error, "a gateway request failed");
     ErrorData::internal_error(error.to_string(), None)
+}
+
+/// `-32602` for a `cursor` the gateway did not give: its lists come whole,
+/// in one page, so no cursor is one of its own.
+fn invalid_cursor(method: &str, cursor: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "invalid cursor `{cursor}` for {method}: this server returns the whole list in one page and gives no cursors"
+        ),
+        Some(serde_json::json!({"cursor": cursor})),
+    )
 }
 
 /// An OpenAI-style function definition as an MCP tool.
@@ -259,11 +272,27 @@ impl ServerHandler for GatewayHandler {
         Ok(())
     }
 
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let error = jsonrpc::custom_request_error(&request.method, request.params.as_ref());
+        // Clients probe for methods and send what they built: theirs to fix,
+        // not a fault of the daemon's.
+        tracing::debug!(method = %request.method, code = error.code.0, message = %error.message, "gateway request refused");
+        Err(error)
+    }
+
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(cursor) = request.as_ref().and_then(|r| r.cursor.as_deref()) {
+            tracing::debug!(cursor, "tools/list with a cursor the gateway never gave");
+            return Err(invalid_cursor("tools/list", cursor));
+        }
         let identity = self.identity(&context.extensions)?;
         let live = self.session(&identity)?;
         let assembly = self
@@ -291,6 +320,7 @@ impl ServerHandler for GatewayHandler {
         let result = tokio::select! {
             result = dispatch => result,
             () = context.ct.cancelled() => {
+                tracing::debug!(tool = %request.name, "a gateway call was cancelled by its client");
                 return Err(ErrorData::internal_error("the call was cancelled by the client", None));
             }
         };

@@ -12,8 +12,10 @@ pub mod auth;
 pub mod config;
 pub mod gateway;
 pub mod http;
+pub mod jsonrpc;
 pub mod locks;
 pub mod settings;
+pub mod stdio;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
