@@ -38,6 +38,7 @@ mod daemon_every_error_answer_is_json;
 mod daemon_gateway_session_ids_are_reserved;
 mod daemon_idle_sessions_leave_memory;
 mod daemon_mcp_gateway_json_rpc_errors;
+mod daemon_mcp_gateway_keeps_tool_metadata;
 mod daemon_mcp_gateway_over_http;
 mod daemon_mcp_gateway_over_stdio;
 mod daemon_mcp_gateway_takes_lenient_bridge_inputs;

@@ -238,6 +238,9 @@ pub fn match_json(tool: &Tool, score: f64) -> Value {
         }] = json!(group);
     }
     entry["tool"] = json!(tool.original_name());
+    if let Some(title) = tool.title() {
+        entry["title"] = json!(title);
+    }
     entry["description"] = json!(cut(tool.description(), MATCH_DESCRIPTION_CHARS));
     entry["score"] = json!(round_score(score));
     entry
@@ -587,8 +590,21 @@ fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
         }] = json!(group);
     }
     out["tool"] = json!(tool.original_name());
+    if let Some(title) = tool.title() {
+        out["title"] = json!(title);
+    }
     out["description"] = json!(tool.description());
     out["input_schema"] = tool.input_schema().clone();
+    if let Some(metadata) = tool.metadata() {
+        // The source's claims, said as such: what the tool does to the
+        // world, and the shape of its structured result.
+        if !metadata.annotations.is_empty() {
+            out["annotations"] = metadata.annotations.to_json();
+        }
+        if let Some(output) = &metadata.output_schema {
+            out["output_schema"] = output.clone();
+        }
+    }
     if assembly.catalog().is_eager(tool.name()) {
         out["note"] = json!("this tool is already in your tool list; call it directly");
     }

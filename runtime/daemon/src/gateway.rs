@@ -162,20 +162,50 @@ fn invalid_cursor(method: &str, cursor: &str) -> ErrorData {
     )
 }
 
-/// An OpenAI-style function definition as an MCP tool.
-fn mcp_tool(definition: &Value) -> Option<Tool> {
+/// An OpenAI-style function definition as an MCP tool, with what the
+/// tool's source says besides (title, behaviour hints, output schema,
+/// `_meta`) when `tool` is the registered tool it defines.
+fn mcp_tool(definition: &Value, tool: Option<&quiver_tool::tool::Tool>) -> Option<Tool> {
     let function = definition.get("function")?;
-    let name = function.get("name")?.as_str()?.to_owned();
+    let name = function.get("name")?.as_str()?;
     let description = function
         .get("description")
         .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let schema: JsonObject = match function.get("parameters") {
-        Some(Value::Object(map)) => map.clone(),
-        _ => JsonObject::new(),
+        .unwrap_or_default();
+    let schema = match function.get("parameters") {
+        Some(Value::Object(map)) => Value::Object(map.clone()),
+        _ => Value::Object(JsonObject::new()),
     };
-    Some(Tool::new(name, description, schema))
+    let mut wire = serde_json::json!({
+        "name": name,
+        "description": description,
+        "inputSchema": schema,
+    });
+    if let Some(metadata) = tool.and_then(quiver_tool::tool::Tool::metadata) {
+        if let Some(title) = &metadata.title {
+            wire["title"] = Value::String(title.clone());
+        }
+        if !metadata.annotations.is_empty() {
+            wire["annotations"] = metadata.annotations.to_json();
+        }
+        if let Some(output) = metadata.output_schema.as_ref().filter(|s| s.is_object()) {
+            wire["outputSchema"] = output.clone();
+        }
+        if let Some(meta) = &metadata.meta {
+            wire["_meta"] = Value::Object(meta.clone());
+        }
+    }
+    match serde_json::from_value(wire) {
+        Ok(tool) => Some(tool),
+        Err(error) => {
+            tracing::warn!(tool = name, %error, "a tool cannot be described to the gateway client; its metadata is left out");
+            let schema = match function.get("parameters") {
+                Some(Value::Object(map)) => map.clone(),
+                _ => JsonObject::new(),
+            };
+            Some(Tool::new(name.to_owned(), description.to_owned(), schema))
+        }
+    }
 }
 
 /// A dispatch result as an MCP tool result: MCP tools' own content blocks
@@ -298,7 +328,18 @@ impl ServerHandler for GatewayHandler {
         let assembly = self
             .daemon
             .assemble(&live.session, live.record.context_tokens);
-        let tools = assembly.tools().iter().filter_map(mcp_tool).collect();
+        let catalog = assembly.catalog();
+        let tools = assembly
+            .tools()
+            .iter()
+            .filter_map(|definition| {
+                let name = definition.pointer("/function/name").and_then(Value::as_str);
+                let tool = name
+                    .filter(|n| catalog.is_eager(n))
+                    .and_then(|n| catalog.find(n));
+                mcp_tool(definition, tool.map(|t| t.as_ref()))
+            })
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -342,12 +383,15 @@ mod tests {
 
     #[test]
     fn function_definitions_become_mcp_tools() {
-        let tool = mcp_tool(&json!({"type": "function", "function": {
-            "name": "tool_search", "description": "Find tools", "parameters": {"type": "object"}}}))
+        let tool = mcp_tool(
+            &json!({"type": "function", "function": {
+            "name": "tool_search", "description": "Find tools", "parameters": {"type": "object"}}}),
+            None,
+        )
         .unwrap();
         assert_eq!(tool.name, "tool_search");
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
-        assert!(mcp_tool(&json!({"type": "function"})).is_none());
+        assert!(mcp_tool(&json!({"type": "function"}), None).is_none());
     }
 
     #[test]

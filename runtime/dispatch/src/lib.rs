@@ -57,7 +57,7 @@ pub use quiver_tool::executor::{
 };
 pub use session::{Session, SessionError};
 pub use transform::{ResultCapLayer, cut_result};
-pub use validate::{InvalidArguments, ValidationLayer};
+pub use validate::{InvalidArguments, OutputValidationLayer, ValidationLayer};
 
 /// One call of a real tool, as every layer of the chain sees it.
 #[derive(Debug, Clone)]
@@ -335,8 +335,8 @@ impl ChainParts {
 }
 
 /// The standard chain, outermost first: pre-call hooks, guardrails,
-/// approval, argument validation, post-call hooks, result cap, execution
-/// with timeout.
+/// approval, argument validation, post-call hooks, result cap, output
+/// schema check, execution with timeout.
 pub fn standard_chain(parts: ChainParts) -> Chain {
     let service = ServiceBuilder::new()
         .layer(PreHooksLayer::new(parts.hooks.clone()))
@@ -345,6 +345,7 @@ pub fn standard_chain(parts: ChainParts) -> Chain {
         .layer(ValidationLayer::new())
         .layer(PostHooksLayer::new(parts.hooks))
         .layer(ResultCapLayer::new(parts.max_result_chars))
+        .layer(OutputValidationLayer::new())
         .service(ExecuteService::new(parts.executor, parts.call_timeout));
     Chain::new(service)
 }

@@ -84,6 +84,9 @@ impl SearchIndex {
                 doc_terms.push(term);
             };
             tokenize(tool.name(), &mut add);
+            if let Some(title) = tool.title() {
+                tokenize(title, &mut add);
+            }
             tokenize(tool.description(), &mut add);
             for parameter in tool.parameter_names() {
                 tokenize(parameter, &mut add);

@@ -630,7 +630,16 @@ impl EnhancedIndex {
         doc_terms.clear();
         let mut lengths = [0u16; FIELDS];
         let parameters = parameter_text(tool);
-        let fields: [&str; FIELDS] = [tool.original_name(), group, tool.description(), &parameters];
+        // A title is words about the tool, as its description is.
+        let described;
+        let description = match tool.title() {
+            Some(title) => {
+                described = format!("{title}\n{}", tool.description());
+                described.as_str()
+            }
+            None => tool.description(),
+        };
+        let fields: [&str; FIELDS] = [tool.original_name(), group, description, &parameters];
         let mut names: Vec<u32> = Vec::new();
         for (field, text) in fields.iter().enumerate() {
             let (terms, postings, lexicon) =

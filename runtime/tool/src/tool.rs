@@ -185,7 +185,12 @@ impl Tool {
 
     /// Builds a tool exposed as `name` that shares `spec`.
     pub fn from_shared(name: String, source: ToolSource, spec: Arc<ToolSpec>) -> Tool {
-        let short_description = short_description(&spec.description);
+        // A tool without a description is listed by its title, when it has
+        // one: a line that says something, at no cost to any other.
+        let short_description = match spec.metadata.as_ref().and_then(|m| m.title.as_deref()) {
+            Some(title) if spec.description.trim().is_empty() => short_description(title),
+            _ => short_description(&spec.description),
+        };
         let definition_chars = function_definition(&name, &spec.description, &spec.input_schema)
             .to_string()
             .chars()

@@ -15,7 +15,15 @@
 //! - `crash`: ends the process at once (exit code 101);
 //! - `describe_me`: a tool with a long, multi-sentence description.
 //!
-//! Flags: `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
+//! With `--rich`, tools that say more about themselves:
+//!
+//! - `sum {a, b}`: titled "Sum of two numbers", read-only, idempotent,
+//!   closed-world hints, an output schema and `_meta`; returns `{"sum"}`;
+//! - `miscount`: declares an output schema `{"count": integer}` and returns
+//!   `{"count": "many"}`, which does not match it.
+//!
+//! Flags: `--initialize-delay-ms MS` answers `initialize` that much later
+//! (a server slow to start), `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
 //! `tools/list`, `--bad-schemas` adds tools with malformed input schemas,
 //! `--spawn-grandchild FILE` starts a `sleep` in the server's own process
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
@@ -30,7 +38,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -71,6 +80,12 @@ struct Args {
     /// The `instructions` of the initialize result.
     #[arg(long)]
     instructions: Option<String>,
+    /// Add the tools with titles, hints and output schemas (see above).
+    #[arg(long)]
+    rich: bool,
+    /// Answer `initialize` this many milliseconds late.
+    #[arg(long, default_value_t = 0)]
+    initialize_delay_ms: u64,
 }
 
 #[derive(Clone)]
@@ -90,6 +105,30 @@ fn object(value: Value) -> JsonObject {
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
     Tool::new(name.to_owned(), description.to_owned(), object(schema))
+}
+
+/// The `--rich` tools, in MCP's wire shape (read as rmcp's `Tool`).
+fn rich_tools() -> Vec<Tool> {
+    let wire = [
+        json!({
+            "name": "sum",
+            "title": "Sum of two numbers",
+            "description": "Add two numbers; the structured result holds the sum.",
+            "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+            "outputSchema": {"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+            "_meta": {"quiver.test/kind": "arithmetic"}
+        }),
+        json!({
+            "name": "miscount",
+            "description": "Count things; its structured result does not match its output schema.",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+        }),
+    ];
+    wire.into_iter()
+        .filter_map(|tool| serde_json::from_value(tool).ok())
+        .collect()
 }
 
 fn string_arg(request: &CallToolRequestParams, key: &str) -> Option<String> {
@@ -151,6 +190,9 @@ impl TestServer {
                 json!({"type": "object"}),
             ),
         ];
+        if self.args.rich {
+            tools.extend(rich_tools());
+        }
         for index in 0..self.args.tools {
             tools.push(tool(
                 &format!("tool_{index}"),
@@ -228,6 +270,21 @@ impl ServerHandler for TestServer {
             Some(instructions) => info.with_instructions(instructions.clone()),
             None => info,
         }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.args.initialize_delay_ms > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(
+                self.args.initialize_delay_ms,
+            ))
+            .await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(
@@ -308,6 +365,20 @@ impl ServerHandler for TestServer {
                 "calls": self.calls.load(Ordering::Relaxed),
             })),
             "crash" => std::process::exit(101),
+            "sum" if self.args.rich => {
+                let number = |key: &str| {
+                    request
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .and_then(Value::as_f64)
+                };
+                match (number("a"), number("b")) {
+                    (Some(a), Some(b)) => CallToolResult::structured(json!({"sum": a + b})),
+                    _ => return Err(ErrorData::invalid_params("sum needs numbers a and b", None)),
+                }
+            }
+            "miscount" if self.args.rich => CallToolResult::structured(json!({"count": "many"})),
             name if self.tools().iter().any(|t| t.name == name) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("called {name}"))])
             }
