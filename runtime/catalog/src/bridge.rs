@@ -131,6 +131,20 @@ pub enum BridgeError {
         /// Up to three close in-scope names.
         suggestions: Vec<String>,
     },
+    /// No tool of that name yet, and it is named like a tool of an MCP
+    /// server of this session that is still connecting: not an unknown
+    /// name, a server not ready.
+    #[error(
+        "`{name}` is not available yet: MCP server `{server}` is {state}; retry in a moment, or see tool_search"
+    )]
+    ServerConnecting {
+        /// The name asked for.
+        name: String,
+        /// The server its name belongs to.
+        server: String,
+        /// The server's state, in words (`still connecting`, ...).
+        state: String,
+    },
     /// The tool exists but this session was not granted it.
     #[error("tool `{name}` is not available in this session")]
     NotAvailable {
@@ -170,6 +184,7 @@ impl BridgeError {
             BridgeError::InvalidArgumentsJson { .. } => "invalid_arguments_json",
             BridgeError::ArgumentsNotObject { .. } => "arguments_not_object",
             BridgeError::UnknownTool { .. } => "unknown_tool",
+            BridgeError::ServerConnecting { .. } => "server_connecting",
             BridgeError::NotAvailable { .. } => "not_available",
         }
     }
@@ -177,8 +192,12 @@ impl BridgeError {
     /// The error as the JSON tool result the model receives.
     pub fn to_json(&self) -> Value {
         let mut out = json!({"error": self.code(), "message": self.to_string()});
-        if let BridgeError::UnknownTool { suggestions, .. } = self {
-            out["suggestions"] = json!(suggestions);
+        match self {
+            BridgeError::UnknownTool { suggestions, .. } => {
+                out["suggestions"] = json!(suggestions);
+            }
+            BridgeError::ServerConnecting { server, .. } => out["server"] = json!(server),
+            _ => {}
         }
         out
     }

@@ -477,6 +477,7 @@ impl Dispatcher {
         } else {
             bridge::resolve(assembly, name, Some(arguments), false)
         };
+        let resolved = resolved.map_err(|error| self.not_ready_yet(session, error));
         let resolved = resolved.and_then(|r| {
             if session.scope().allows(&r.tool) {
                 Ok(r)
@@ -503,6 +504,29 @@ impl Dispatcher {
                 );
                 Err(error.into())
             }
+        }
+    }
+
+    /// An unknown name that belongs to a granted MCP server not connected
+    /// yet (`mcp_SERVER_...`) is [`BridgeError::ServerConnecting`] naming
+    /// it, not an unknown tool with suggestions from other servers.
+    fn not_ready_yet(&self, session: &Session, error: BridgeError) -> BridgeError {
+        let (BridgeError::UnknownTool { name, .. }, Some(status)) = (&error, &self.status) else {
+            return error;
+        };
+        let scoped = quiver_tool::status::ScopedStatus::new(status.as_ref(), session.scope());
+        let owner = quiver_tool::status::McpStatusView::servers(&scoped)
+            .into_iter()
+            .filter(|s| !s.state.is_ready())
+            .filter(|s| name.starts_with(&format!("mcp_{}_", s.name)))
+            .max_by_key(|s| s.name.len());
+        match owner {
+            Some(server) => BridgeError::ServerConnecting {
+                name: name.clone(),
+                server: server.name,
+                state: server.state.describe(),
+            },
+            None => error,
         }
     }
 
