@@ -6,7 +6,10 @@
 //! connection must send each request's headers within
 //! `serve.header_read_timeout_s`, which also closes idle keep-alive
 //! connections (hyper starts that timer whenever it waits for a request
-//! head); bodies over `serve.max_body_bytes` are answered `413`.
+//! head); bodies over `serve.max_body_bytes` are answered `413`. Accepted
+//! connections have `TCP_NODELAY` set, and hyper writes each response's
+//! head and body parts with vectored writes, so that an answer is never
+//! held back waiting for an ACK.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,7 +71,15 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+            Ok((stream, _peer)) => {
+                // A response goes out in more than one write (headers, SSE
+                // events, the last chunk): with Nagle's algorithm the later
+                // ones wait for the client's delayed ACK, some 40 ms a call.
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+                }
+                stream
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot accept a connection; pausing");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
