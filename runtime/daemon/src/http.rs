@@ -6,7 +6,9 @@
 //! connection must send each request's headers within
 //! `serve.header_read_timeout_s`, which also closes idle keep-alive
 //! connections (hyper starts that timer whenever it waits for a request
-//! head); bodies over `serve.max_body_bytes` are answered `413`.
+//! head); bodies over `serve.max_body_bytes` are answered `413`, request
+//! targets and headers over their limits `414` and `431`
+//! ([`crate::head_limits`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::head_limits::{self, HeadLimits};
 use crate::settings::ServeConfig;
 
 /// What [`serve`] enforces, from the `serve` settings.
@@ -32,6 +35,8 @@ pub struct HttpLimits {
     pub header_read_timeout: Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Request-target and header limits.
+    pub head: HeadLimits,
 }
 
 impl HttpLimits {
@@ -41,6 +46,10 @@ impl HttpLimits {
             max_connections: serve.max_connections,
             header_read_timeout: serve.header_read_timeout,
             max_body_bytes: serve.max_body_bytes,
+            head: HeadLimits {
+                max_uri_bytes: serve.max_uri_bytes,
+                max_header_bytes: serve.max_header_bytes,
+            },
         }
     }
 }
@@ -58,7 +67,12 @@ pub async fn serve(
     limits: HttpLimits,
     shutdown: CancellationToken,
 ) {
-    let router = router.layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes));
+    let head = limits.head;
+    let router = router
+        .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            head_limits::enforce(head, request, next)
+        }));
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut refused_since_log = 0u64;
@@ -92,6 +106,7 @@ pub async fn serve(
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(head.parser_buffer_bytes())
             .keep_alive(true);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);

@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod gateway;
+pub mod head_limits;
 pub mod http;
 pub mod locks;
 pub mod settings;
