@@ -30,7 +30,7 @@ use serde::Deserialize;
 use quiver_config::expand_vars;
 use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
 use quiver_config::{ConfigError, ConfigWarning, invalid_at};
-use quiver_process::environment::DEFAULT_ENV_INHERIT;
+use quiver_process::environment::{DEFAULT_ENV_INHERIT, inherit_pattern_problem, variable_problem};
 
 /// Default `connect_timeout_s`.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = CONNECT_TIMEOUT_S.default_int() as u64;
@@ -411,6 +411,11 @@ fn expanded_map(
     for (name, value) in raw.unwrap_or_default() {
         let expanded = expand_vars(&value.value, env_lookup)
             .map_err(|message| ctx.error(&value, &format!("{key}.{name}"), message))?;
+        if key == "env"
+            && let Some(message) = variable_problem(&name, &expanded)
+        {
+            return Err(ctx.error(&value, &format!("{key}.{name}"), message));
+        }
         out.insert(name, expanded);
     }
     Ok(out)
@@ -431,14 +436,7 @@ fn env_inherit(
     };
     let mut out = Vec::new();
     for (index, pattern) in raw.into_iter().enumerate() {
-        let problem = if pattern.value.trim().is_empty() {
-            Some("empty glob".to_owned())
-        } else {
-            Glob::new(&pattern.value)
-                .err()
-                .map(|e| format!("`{}` is not a valid glob: {}", pattern.value, e.kind()))
-        };
-        if let Some(message) = problem {
+        if let Some(message) = inherit_pattern_problem(&pattern.value) {
             return Err(ctx.error(&pattern, &format!("env_inherit[{index}]"), message));
         }
         out.push(pattern.value);
