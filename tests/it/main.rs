@@ -61,6 +61,7 @@ mod enhanced_search_beats_classic_on_query_sets;
 mod exact_tool_name_is_found_first;
 mod listing_short_descriptions_end_at_a_sentence;
 mod mcp_call_timeout;
+mod mcp_changed_tool_definitions_are_quarantined;
 mod mcp_config_errors_name_server_and_key;
 mod mcp_http_server_list_and_call;
 mod mcp_malformed_schemas_are_normalised_or_skipped;
