@@ -116,6 +116,7 @@ mod tool_call_refuses_bridge_tools;
 mod tool_describe_of_eager_tool_notes_it_is_listed;
 mod tool_describe_results_fit_the_result_cap;
 mod tool_removed_is_gone_from_next_assembly;
+mod tool_screening_false_positives_on_shared_catalogs;
 mod tool_search_blank_queries_are_refused;
 mod tool_search_has_a_relevance_floor;
 mod tool_search_off_sends_every_tool_eagerly;
