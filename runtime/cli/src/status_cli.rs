@@ -116,7 +116,7 @@ async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
 
 /// Sends `method path` (with a JSON `body`) to the daemon `daemon.json`
 /// names, with its token; a JSON error answer is given back as
-/// [`DaemonAnswer::Status`] too, with its `code` and `message`.
+/// [`DaemonAnswer::Status`] too, with its `error` (code) and `message`.
 pub(crate) async fn request_daemon(
     state_dir: &Path,
     method: reqwest::Method,
@@ -165,7 +165,7 @@ pub(crate) async fn request_daemon(
     };
     let code = response.status();
     match response.json::<Value>().await {
-        Ok(answer) if code.is_success() || answer.get("code").is_some() => {
+        Ok(answer) if code.is_success() || answer["error"].is_string() => {
             DaemonAnswer::Status(answer)
         }
         Ok(_) => no_answer(format!("{method} {url}{path} answered {code}")),

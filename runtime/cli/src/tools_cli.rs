@@ -102,7 +102,7 @@ fn accept(args: AcceptArgs) -> Result<ExitCode> {
                 file.display()
             ),
         };
-    if let Some(code) = answer["code"].as_str() {
+    if let Some(code) = answer["error"].as_str() {
         bail!(
             "{} ({code})",
             answer["message"].as_str().unwrap_or("the daemon refused")
