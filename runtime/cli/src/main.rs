@@ -24,6 +24,7 @@ mod example_server;
 mod plugin_cli;
 mod serve_cli;
 mod status_cli;
+mod tools_cli;
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +54,9 @@ enum Command {
     Plugin(plugin_cli::PluginCommand),
     /// Show the plugins, MCP servers and sessions (asking the running daemon, if any).
     Status(status_cli::StatusArgs),
+    /// Review MCP tool definitions: accept quarantined ones.
+    #[command(subcommand)]
+    Tools(tools_cli::ToolsCommand),
     /// Run one tool call through the dispatch chain, as the daemon would.
     Call(call_cli::CallArgs),
     /// The example notes MCP server of the embedded default config (stdio).
@@ -171,6 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),
+        Command::Tools(command) => tools_cli::run(command),
         Command::Call(args) => call_cli::run(args),
         Command::Catalog(CatalogCommand::Assemble {
             source,

@@ -99,6 +99,12 @@ impl From<DaemonError> for ApiError {
             DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
                 StatusCode::BAD_GATEWAY
             }
+            DaemonError::Accept(quiver_mcp::AcceptError::UnknownServer { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            DaemonError::Accept(quiver_mcp::AcceptError::NotQuarantined { .. }) => {
+                StatusCode::CONFLICT
+            }
             DaemonError::Store(StoreError::SessionExists(_))
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -215,6 +221,7 @@ pub fn router(
         .route("/v1/sessions/{id}/catalog", get(session_catalog))
         .route("/v1/events", get(all_events))
         .route("/v1/catalog", get(catalog))
+        .route("/v1/mcp/servers/{name}/accept", post(accept_tools))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/gateway/clients", get(list_clients).post(create_client))
@@ -749,6 +756,25 @@ async fn answer_approval(
             }
         })?;
     Ok(Json(json!({"id": id, "answered": true})))
+}
+
+/// What `POST /v1/mcp/servers/{name}/accept` takes: the quarantined
+/// tools to accept (the server's own names); absent or empty: all of them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AcceptBody {
+    #[serde(default)]
+    tools: Vec<String>,
+}
+
+async fn accept_tools(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(server) = path?;
+    let body: AcceptBody = object_body(body)?;
+    Ok(Json(state.daemon.accept_tools(&server, &body.tools)?))
 }
 
 async fn list_clients(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
