@@ -143,20 +143,89 @@ enum CatalogCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("QUIVER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    init_logging();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs go to stderr: text (`QUIVER_LOG_FORMAT` unset or `text`), or one
+/// JSON object per line (`json`, tracing-subscriber's JSON layer), filtered
+/// by `QUIVER_LOG` (default `warn`). The startup summary's lines
+/// (`quiver::summary`) are always shown: as plain lines in text, as
+/// records in JSON.
+fn init_logging() {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, fmt};
+
+    let summary = quiver_daemon::startup::SUMMARY_TARGET;
+    let filter =
+        || EnvFilter::try_from_env("QUIVER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let format = std::env::var("QUIVER_LOG_FORMAT").unwrap_or_default();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut unknown_format = None;
+    match format.trim() {
+        "json" => {
+            let directive = format!("{summary}=info");
+            let filter = match directive.parse() {
+                Ok(directive) => filter().add_directive(directive),
+                Err(_) => filter(),
+            };
+            tracing_subscriber::registry()
+                .with(
+                    fmt::layer()
+                        .json()
+                        .with_current_span(false)
+                        .with_writer(std::io::stderr)
+                        .with_filter(filter),
+                )
+                .init();
+        }
+        other => {
+            if !other.is_empty() && other != "text" {
+                unknown_format = Some(other.to_owned());
+            }
+            // The summary's lines: the message alone, no time, level or
+            // target, so that they read as a report.
+            let plain = fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .without_time()
+                .with_level(false)
+                .with_target(false)
+                .fmt_fields(fmt::format::debug_fn(|writer, field, value| {
+                    if field.name() == "message" {
+                        write!(writer, "{value:?}")
+                    } else {
+                        Ok(())
+                    }
+                }))
+                .with_filter(Targets::new().with_target(summary, LevelFilter::INFO));
+            let everything_else = Targets::new()
+                .with_target(summary, LevelFilter::OFF)
+                .with_default(LevelFilter::TRACE);
+            tracing_subscriber::registry()
+                .with(plain)
+                .with(
+                    fmt::layer()
+                        .with_writer(std::io::stderr)
+                        .with_ansi(ansi)
+                        .with_filter(filter())
+                        .with_filter(everything_else),
+                )
+                .init();
+        }
+    }
+    if let Some(format) = unknown_format {
+        tracing::warn!(
+            "QUIVER_LOG_FORMAT={format} is not a log format (json, text); logging as text"
+        );
     }
 }
 
@@ -382,11 +451,16 @@ fn config_schema(markdown: bool, write: Option<&Path>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The config `--config` names, else the one [`config::discover`] finds
+/// (`./quiver.yaml`, the user config directory's, the embedded default),
+/// with its warnings printed.
 fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
-    let loaded = match path {
-        Some(path) => config::load_file(path)?,
-        None => config::embedded_default()?,
-    };
+    load_config_from(&config::discover(path))
+}
+
+/// [`load_config`] of a config already found.
+fn load_config_from(origin: &config::ConfigOrigin) -> Result<LoadedConfig, ConfigError> {
+    let loaded = origin.load()?;
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }

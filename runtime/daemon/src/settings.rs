@@ -30,6 +30,8 @@ pub struct ServeConfig {
     pub header_read_timeout: std::time::Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// `GET /metrics` answers loopback connections without the token.
+    pub metrics_without_token: bool,
 }
 
 impl Default for ServeConfig {
@@ -42,6 +44,7 @@ impl Default for ServeConfig {
                 HEADER_READ_TIMEOUT_S.default_int() as u64,
             ),
             max_body_bytes: MAX_BODY_BYTES.default_int() as usize,
+            metrics_without_token: false,
         }
     }
 }
@@ -97,6 +100,7 @@ pub struct RawServe {
     max_connections: Option<Spanned<i64>>,
     header_read_timeout_s: Option<Spanned<i64>>,
     max_body_bytes: Option<Spanned<i64>>,
+    metrics_without_token: Option<bool>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -144,6 +148,12 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         4194304,
         "largest request body; a larger one is answered `413`",
     ),
+    Setting {
+        key: "serve.metrics_without_token",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(false),
+        doc: "`true`: `GET /metrics` answers connections from loopback without the bearer token (a Prometheus on the same host); connections from elsewhere still need it. `/healthz` and `/readyz` never need it",
+    },
 ];
 
 const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
@@ -242,6 +252,9 @@ pub fn validate_serve(
         max_connections: max_connections as usize,
         header_read_timeout: std::time::Duration::from_secs(header_read_timeout_s as u64),
         max_body_bytes: max_body_bytes as usize,
+        metrics_without_token: raw
+            .metrics_without_token
+            .unwrap_or(defaults.metrics_without_token),
     })
 }
 
