@@ -9,6 +9,7 @@ mod assembled_listing_fits_its_budget;
 mod assembly_is_byte_identical_whatever_the_input_order;
 mod bridge_batches_accept_a_list_a_string_or_a_json_list;
 mod bridge_calls_while_inactive_say_so;
+mod catalog_assemble_reads_the_live_sources_and_reports_the_saving;
 mod catalog_search_limit_is_clamped;
 mod catalog_search_prints_one_json_line_per_query;
 mod chat_shows_the_feed_and_asks_for_approval;

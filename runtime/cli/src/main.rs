@@ -15,7 +15,7 @@ use quiver_catalog::settings::SearchMode;
 use quiver_config::ConfigError;
 use quiver_daemon::config::{self, LoadedConfig};
 use quiver_search::eval;
-use quiver_tool::registry::ToolRegistry;
+use quiver_tool::registry::{RegistrySnapshot, ToolRegistry};
 use quiver_tool::scope::Scope;
 
 mod call_cli;
@@ -48,6 +48,9 @@ enum Command {
     /// Assemble and search tool catalogs from catalog files.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// The live tool catalog of the config.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
     /// Write, check and list `.so` tool plugins.
     #[command(subcommand)]
     Plugin(plugin_cli::PluginCommand),
@@ -81,12 +84,40 @@ enum ConfigCommand {
 
 #[derive(Args)]
 struct CatalogSource {
-    /// Catalog file(s) in the shared catalog format; each server becomes an MCP server.
-    #[arg(long = "catalog", required = true)]
+    /// Catalog file(s) in the shared catalog format; each server becomes an
+    /// MCP server. None: the live sources of the config (its plugins and
+    /// MCP servers, started for the purpose) and the core tools.
+    #[arg(long = "catalog")]
     catalogs: Vec<PathBuf>,
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Without --catalog: how long to wait for the MCP servers' first connection, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    wait_s: f64,
+    /// Without --catalog: relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Write the deferrable tools of the live sources (plugins, MCP servers)
+    /// in the shared catalog format (`{"servers": [{"name", "tools": [...]}]}`).
+    Dump {
+        /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// How long to wait for the MCP servers' first connection, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        wait_s: f64,
+        /// Relax the plugin trust checks, for local development.
+        #[arg(long)]
+        dev: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -241,13 +272,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),
         Command::Call(args) => call_cli::run(args),
+        Command::Tools(ToolsCommand::Dump {
+            config,
+            output,
+            wait_s,
+            dev,
+        }) => {
+            let document = live_sources(config.as_deref(), wait_s, dev, |daemon| {
+                catalog_file::dump(daemon.registry())
+            })?;
+            let text = serde_json::to_string_pretty(&document)? + "\n";
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => std::io::stdout().lock().write_all(text.as_bytes())?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,
             json,
         }) => {
-            let (assembler, registry) = load(&source)?;
-            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), context_tokens);
+            let (assembler, snapshot) = load(&source)?;
+            let assembly = assembler.assemble(&snapshot, &Scope::all(), context_tokens);
             let mut out = std::io::stdout().lock();
             if json {
                 serde_json::to_writer(&mut out, &assembly.to_json())?;
@@ -262,6 +310,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     assembly.deferred_tokens(),
                     assembly.listing().tokens,
                     assembly.budget_tokens()
+                )?;
+                writeln!(
+                    out,
+                    "tool search: {}",
+                    assembly.savings().describe(assembly.tool_count())
                 )?;
                 for group in &assembly.listing().groups {
                     writeln!(
@@ -309,10 +362,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
             };
-            let (assembler, registry) = load(&source)?;
+            let (assembler, snapshot) = load(&source)?;
             // Search indexes the catalog as assembled for a large context;
             // the context size does not change what is searchable.
-            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+            let assembly = assembler.assemble(&snapshot, &Scope::all(), 1_000_000);
             let mut out = std::io::stdout().lock();
             for query in queries {
                 let hits = assembly.search(&query, limit);
@@ -467,7 +520,62 @@ fn load_config_from(origin: &config::ConfigOrigin) -> Result<LoadedConfig, Confi
     Ok(loaded)
 }
 
-fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
+/// Starts the tool sources of the config (plugins, MCP servers, core tools)
+/// as the daemon would, waits up to `wait_s` for the MCP servers' first
+/// connection, runs `with` on the daemon and stops it.
+fn live_sources<T>(
+    config: Option<&Path>,
+    wait_s: f64,
+    dev: bool,
+    with: impl FnOnce(&quiver_daemon::Daemon) -> T,
+) -> Result<T> {
+    let origin = config::discover(config);
+    let loaded = load_config_from(&origin)?;
+    let wait = std::time::Duration::try_from_secs_f64(wait_s.max(0.0)).unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = quiver_daemon::Daemon::start(
+            loaded.config,
+            quiver_daemon::DaemonOptions {
+                dev,
+                approver: Some(std::sync::Arc::new(quiver_dispatch::approval::DenyAll)),
+                watch_plugins: false,
+                config_file: origin.file().map(Path::to_path_buf),
+            },
+        )
+        .await?;
+        for server in daemon.mcp().settle(wait).await {
+            if !server.state.is_ready() && server.state.name() != "disabled" {
+                eprintln!(
+                    "warning: MCP server {} is {}: its tools are missing",
+                    server.name,
+                    server.state.describe()
+                );
+            }
+        }
+        let out = with(&daemon);
+        daemon.shutdown().await;
+        Ok(out)
+    })
+}
+
+fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
+    if source.catalogs.is_empty() {
+        return live_sources(
+            source.config.as_deref(),
+            source.wait_s,
+            source.dev,
+            |daemon| {
+                (
+                    Assembler::new(daemon.config().tool_search.clone()),
+                    daemon.registry().snapshot(),
+                )
+            },
+        );
+    }
     let loaded = load_config(source.config.as_deref())?;
     let mut documents = Vec::new();
     for path in &source.catalogs {
@@ -484,7 +592,10 @@ fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
             );
         }
     }
-    Ok((Assembler::new(loaded.config.tool_search), registry))
+    Ok((
+        Assembler::new(loaded.config.tool_search),
+        registry.snapshot(),
+    ))
 }
 
 fn read_queries(path: &Path) -> Result<Vec<String>> {
