@@ -40,8 +40,7 @@ pub(crate) struct ChatArgs {
     dev: bool,
 }
 
-const HELP: &str =
-    "/tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
+const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
 
 /// Runs the conversation until `/quit` or the end of input.
 pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
@@ -132,6 +131,11 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 "/quit" | "/exit" => break,
                 "/session" => {
                     eprintln!("{id}");
+                    continue;
+                }
+                // Answered here: the model never sees a slash command.
+                "/help" | "/?" => {
+                    eprintln!("{HELP}");
                     continue;
                 }
                 "/tools" => {
