@@ -63,6 +63,7 @@ mod dispatch_plugin_tool_runs_through_the_chain;
 mod dispatch_subagent_cannot_escape_scope;
 mod enhanced_search_beats_classic_on_query_sets;
 mod exact_tool_name_is_found_first;
+mod examples_operator_config_is_valid;
 mod listing_short_descriptions_end_at_a_sentence;
 mod log_format_json_writes_one_object_per_line;
 mod mcp_call_timeout;
