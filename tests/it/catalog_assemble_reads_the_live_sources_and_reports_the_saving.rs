@@ -3,12 +3,38 @@
 //! tools) give, and `--json` reports `tokens_without_tool_search`,
 //! `tokens_with_tool_search` and the saving; `quiver tools dump` writes
 //! the same live catalog in the shared catalog format, which assembles to
-//! the same deferred tools, server by server.
+//! the same deferred tools, server by server. `/v1/catalog` of a daemon
+//! on the same config reports the same saving.
 
 use quiver_tests::daemon;
 
-use daemon::Fixture;
+use daemon::{Fixture, TestDaemon};
 use quiver_tests::{arg, assemble, quiver, read_json};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_reports_the_same_saving_as_the_command() {
+    let fixture = Fixture::new();
+    let config = fixture.config("http://127.0.0.1:9", "");
+    let live = assemble(&[], Some(&config), 64_000);
+    let daemon = TestDaemon::start(&config, &fixture.state());
+    let mut catalog = serde_json::Value::Null;
+    for _ in 0..600 {
+        catalog = daemon.get("/v1/catalog?context_tokens=64000").await.1;
+        if catalog["deferred_count"] == live["deferred_count"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for key in [
+        "tokens_without_tool_search",
+        "tokens_with_tool_search",
+        "bridge_tokens",
+        "saved_tokens",
+        "saved_pct",
+    ] {
+        assert_eq!(catalog[key], live[key], "{key}: {catalog}");
+    }
+}
 
 #[test]
 fn live_sources_assemble_with_their_saving_and_dump_as_a_catalog() {
