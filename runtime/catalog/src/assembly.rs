@@ -139,6 +139,11 @@ impl Assembler {
             Switch::Auto => catalog.deferred_count() > 0,
         };
         let mut tools: Vec<Value> = catalog.eager().iter().map(|t| t.definition()).collect();
+        let eager_chars: u64 = catalog
+            .eager()
+            .iter()
+            .map(|t| t.definition_chars() as u64)
+            .sum();
         let deferred_chars = catalog.deferred_definition_chars();
         let (tier, listing, search_description) = if !bridge {
             (
@@ -178,6 +183,21 @@ impl Assembler {
             ));
             (tier, listing, Some(description))
         };
+        // What the tools array costs now, against every tool sent with
+        // its schema: the figure tool search exists for.
+        let sent_chars: u64 = tools
+            .iter()
+            .map(|t| t.to_string().chars().count() as u64)
+            .sum();
+        let savings = Savings {
+            tokens_without_tool_search: tokens::tokens_for_chars(eager_chars + deferred_chars),
+            tokens_with_tool_search: tokens::tokens_for_chars(sent_chars),
+            bridge_tokens: tokens::tokens_for_chars(sent_chars.saturating_sub(eager_chars)),
+        };
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "without")
+            .record(savings.tokens_without_tool_search as f64);
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "with")
+            .record(savings.tokens_with_tool_search as f64);
         Assembly {
             snapshot: snapshot.clone(),
             catalog,
@@ -186,6 +206,7 @@ impl Assembler {
             listing,
             budget_tokens,
             deferred_tokens: tokens::tokens_for_chars(deferred_chars),
+            savings,
             tools,
             search_description,
         }
@@ -210,6 +231,55 @@ fn search_description(catalog: &Catalog, listing: &Listing) -> String {
     text
 }
 
+/// What tool search saves on one assembly, in tokens of tool definitions
+/// (`ceil(chars / 4)` of their JSON text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Savings {
+    /// Every tool in scope sent with its schema (tier 0).
+    pub tokens_without_tool_search: u64,
+    /// The tools array as sent: the eager tools, and the bridge tools with
+    /// the listing when there is a bridge (equal to the above without one).
+    pub tokens_with_tool_search: u64,
+    /// Of those, the three bridge tools (their schemas and the listing).
+    pub bridge_tokens: u64,
+}
+
+impl Savings {
+    /// Tokens saved (negative when the bridge costs more than the tools
+    /// it stands for).
+    pub fn saved_tokens(&self) -> i64 {
+        self.tokens_without_tool_search as i64 - self.tokens_with_tool_search as i64
+    }
+
+    /// The saving as a percentage of the eager cost, to one decimal.
+    pub fn saved_pct(&self) -> f64 {
+        if self.tokens_without_tool_search == 0 {
+            return 0.0;
+        }
+        let pct = self.saved_tokens() as f64 * 100.0 / self.tokens_without_tool_search as f64;
+        (pct * 10.0).round() / 10.0
+    }
+
+    /// E.g. `22 tools: 2438 tokens sent eagerly, 1296 with tool search
+    /// (-46.8%; 919 of them the bridge tools)`.
+    pub fn describe(&self, tools: usize) -> String {
+        let bridge = if self.bridge_tokens > 0
+            && self.tokens_with_tool_search != self.tokens_without_tool_search
+        {
+            format!("; {} of them the bridge tools", self.bridge_tokens)
+        } else {
+            String::new()
+        };
+        format!(
+            "{tools} tools: {} tokens of definitions sent eagerly, {} with tool search ({}{}%{bridge})",
+            self.tokens_without_tool_search,
+            self.tokens_with_tool_search,
+            if self.saved_tokens() > 0 { "-" } else { "+" },
+            self.saved_pct().abs(),
+        )
+    }
+}
+
 /// What the model sees on one turn, and the bridge handlers that act on it.
 pub struct Assembly {
     snapshot: Arc<RegistrySnapshot>,
@@ -219,6 +289,7 @@ pub struct Assembly {
     listing: Listing,
     budget_tokens: u64,
     deferred_tokens: u64,
+    savings: Savings,
     tools: Vec<Value>,
     search_description: Option<String>,
 }
@@ -242,6 +313,16 @@ impl Assembly {
     /// Tokens the deferred tools' definitions would have cost.
     pub fn deferred_tokens(&self) -> u64 {
         self.deferred_tokens
+    }
+
+    /// What tool search saves on this assembly.
+    pub fn savings(&self) -> Savings {
+        self.savings
+    }
+
+    /// Tools in scope: the eager ones and the deferred ones.
+    pub fn tool_count(&self) -> usize {
+        self.catalog.eager().len() + self.catalog.deferred_count()
     }
 
     /// The OpenAI-style tools array for the model.
@@ -305,6 +386,11 @@ impl Assembly {
             "listing_tokens": self.listing.tokens,
             "deferred_count": self.catalog.deferred_count(),
             "deferred_tokens": self.deferred_tokens,
+            "tokens_without_tool_search": self.savings.tokens_without_tool_search,
+            "tokens_with_tool_search": self.savings.tokens_with_tool_search,
+            "bridge_tokens": self.savings.bridge_tokens,
+            "saved_tokens": self.savings.saved_tokens(),
+            "saved_pct": self.savings.saved_pct(),
             "servers": self.listing.groups,
             "tools": self.tools,
         })

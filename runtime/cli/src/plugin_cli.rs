@@ -144,10 +144,7 @@ fn check(file: &Path, dev: bool, json_out: bool) -> Result<ExitCode> {
 }
 
 fn list(config_path: Option<&Path>, dev: bool, json_out: bool) -> Result<ExitCode> {
-    let loaded = match config_path {
-        Some(path) => config::load_file(path)?,
-        None => config::embedded_default()?,
-    };
+    let loaded = config::discover(config_path).load()?;
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }

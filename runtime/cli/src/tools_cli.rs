@@ -1,4 +1,5 @@
-//! `quiver tools accept SERVER [TOOL...]`: accepts the quarantined tool
+//! `quiver tools`: `dump` writes the live catalog (the live-sources setup
+//! of `catalog assemble`) and `accept SERVER [TOOL...]` accepts the quarantined tool
 //! definitions of an MCP server, exactly as `quiver status` shows them.
 //! When a daemon runs on the state directory it is asked
 //! (`POST /v1/mcp/servers/SERVER/accept`) and serves them at once;
@@ -23,6 +24,22 @@ use crate::status_cli::{DaemonAnswer, request_daemon};
 /// `quiver tools` subcommands.
 #[derive(Subcommand)]
 pub(crate) enum ToolsCommand {
+    /// Write the deferrable tools of the live sources (plugins, MCP servers)
+    /// in the shared catalog format (`{"servers": [{"name", "tools": [...]}]}`).
+    Dump {
+        /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// How long to wait for the MCP servers' first connection, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        wait_s: f64,
+        /// Relax the plugin trust checks, for local development.
+        #[arg(long)]
+        dev: bool,
+    },
     /// Accept quarantined tool definitions of an MCP server (all of them
     /// unless TOOLs are named); they are pinned and served.
     Accept(AcceptArgs),
@@ -58,7 +75,31 @@ pub(crate) struct AcceptArgs {
 pub(crate) fn run(command: ToolsCommand) -> Result<ExitCode> {
     match command {
         ToolsCommand::Accept(args) => accept(args),
+        ToolsCommand::Dump {
+            config,
+            output,
+            wait_s,
+            dev,
+        } => dump(config, output, wait_s, dev),
     }
+}
+
+fn dump(
+    config: Option<PathBuf>,
+    output: Option<PathBuf>,
+    wait_s: f64,
+    dev: bool,
+) -> Result<ExitCode> {
+    let document = crate::live_sources(config.as_deref(), wait_s, dev, |daemon| {
+        quiver_catalog::catalog_file::dump(daemon.registry())
+    })?;
+    let text = serde_json::to_string_pretty(&document)? + "\n";
+    match output {
+        Some(path) => std::fs::write(&path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn accept(args: AcceptArgs) -> Result<ExitCode> {

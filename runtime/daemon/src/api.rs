@@ -5,6 +5,9 @@
 //!
 //! | method and path | what |
 //! |---|---|
+//! | `GET /healthz` | liveness, no token needed, no data |
+//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt |
+//! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
 //! | `GET /v1/status` | plugins, MCP servers, models, sessions |
 //! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
@@ -121,7 +124,18 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
-        ApiError::new(rejection.status(), "bad_request", rejection.body_text())
+        let code = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
+            _ => "bad_request",
+        };
+        let message = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => {
+                "the request body must be JSON sent with `Content-Type: application/json`"
+                    .to_owned()
+            }
+            _ => rejection.body_text(),
+        };
+        ApiError::new(rejection.status(), code, message)
     }
 }
 
@@ -209,6 +223,9 @@ pub fn router(
             mcp_config,
         );
     Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
         .route("/v1/sessions", get(list_sessions).post(create_session))
@@ -319,6 +336,19 @@ async fn not_found(request: Request) -> ApiError {
 /// token on `/mcp` only. Puts the caller (and on `/mcp` its
 /// [`GatewayIdentity`]) in the request's extensions.
 async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
+    // Probes of load balancers, watchdogs and containers carry no token.
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return next.run(request).await;
+    }
+    if request.uri().path() == "/metrics"
+        && state.daemon.config().serve.metrics_without_token
+        && request
+            .extensions()
+            .get::<crate::http::PeerAddr>()
+            .is_some_and(|peer| peer.0.ip().is_loopback())
+    {
+        return next.run(request).await;
+    }
     let token = auth::bearer(
         request
             .headers()
@@ -374,6 +404,41 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
 
 fn unauthorized() -> Response {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token").into_response()
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let waiting = state.daemon.waiting_for();
+    if waiting.is_empty() {
+        return Json(json!({"status": "ready"})).into_response();
+    }
+    let servers = state.daemon.mcp().status().len();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({
+            "error": "not_ready",
+            "message": format!(
+                "{} of {servers} MCP servers are still on their first connection attempt (GET /v1/status names them)",
+                waiting.len()
+            ),
+            "data": {"waiting": waiting.len(), "servers": servers},
+        })),
+    )
+        .into_response()
+}
+
+async fn metrics_text() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::telemetry::render(),
+    )
+        .into_response()
 }
 
 async fn health(State(state): State<ApiState>) -> Json<Value> {

@@ -17,7 +17,6 @@ use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -54,6 +53,11 @@ impl HttpLimits {
     }
 }
 
+/// The address a request's connection came from, in its extensions (the
+/// API opens `/metrics` to loopback peers when configured to).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// How long accepting pauses after it fails (out of file descriptors,
 /// say), so that a full table does not spin the loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -81,8 +85,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = shutdown.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "cannot accept a connection; pausing");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -101,7 +105,15 @@ pub async fn serve(
             continue;
         };
         refused_since_log = 0;
-        let service = TowerToHyperService::new(router.clone());
+        let connection_router = router.clone();
+        let service = hyper::service::service_fn(
+            move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(PeerAddr(peer));
+                let mut router = connection_router.clone();
+                // The router is always ready; `call` is its whole service.
+                tower::Service::call(&mut router, request)
+            },
+        );
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())

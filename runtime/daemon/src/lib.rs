@@ -15,6 +15,8 @@ pub mod head_limits;
 pub mod http;
 pub mod locks;
 pub mod settings;
+pub mod startup;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -281,6 +283,8 @@ impl Daemon {
     /// Returns once plugins are loaded; MCP servers connect in the
     /// background. Must be called inside a tokio runtime.
     pub async fn start(config: Config, options: DaemonOptions) -> Result<Arc<Daemon>, DaemonError> {
+        // Before any source starts, so that their first states are counted.
+        telemetry::handle();
         let state_dir = config.serve.state_dir();
         make_private_dir(&state_dir)?;
         let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
@@ -860,6 +864,25 @@ impl Daemon {
                 .map(|p| serde_json::json!({"tool": p.tool, "hash": p.hash}))
                 .collect::<Vec<_>>(),
         }))
+    }
+
+    /// Whether the daemon is ready for traffic (`GET /readyz`): plugins
+    /// are loaded once it started, so it waits only for the enabled MCP
+    /// servers still on their first connection attempt (a server that
+    /// failed it is retried in the background, and does not hold
+    /// readiness). The names of those it waits for.
+    pub fn waiting_for(&self) -> Vec<String> {
+        self.mcp
+            .status()
+            .into_iter()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    quiver_tool::status::ServerState::Connecting { attempt: 1 }
+                )
+            })
+            .map(|s| s.name)
+            .collect()
     }
 
     /// Stops the MCP servers and flushes the activity log.

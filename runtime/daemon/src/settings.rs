@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub max_uri_bytes: usize,
     /// Largest sum of a request's header names and values, in bytes.
     pub max_header_bytes: usize,
+    /// `GET /metrics` answers loopback connections without the token.
+    pub metrics_without_token: bool,
 }
 
 impl Default for ServeConfig {
@@ -48,6 +50,7 @@ impl Default for ServeConfig {
             max_body_bytes: MAX_BODY_BYTES.default_int() as usize,
             max_uri_bytes: MAX_URI_BYTES.default_int() as usize,
             max_header_bytes: MAX_HEADER_BYTES.default_int() as usize,
+            metrics_without_token: false,
         }
     }
 }
@@ -105,6 +108,7 @@ pub struct RawServe {
     max_body_bytes: Option<Spanned<i64>>,
     max_uri_bytes: Option<Spanned<i64>>,
     max_header_bytes: Option<Spanned<i64>>,
+    metrics_without_token: Option<bool>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -166,6 +170,12 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         32768,
         "largest sum of a request's header names and values; larger headers are answered `431` with the JSON error shape (a request head beyond both limits plus 16 KiB is cut off by the HTTP parser, which answers `431` without a body)",
     ),
+    Setting {
+        key: "serve.metrics_without_token",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(false),
+        doc: "`true`: `GET /metrics` answers connections from loopback without the bearer token (a Prometheus on the same host); connections from elsewhere still need it. `/healthz` and `/readyz` never need it",
+    },
 ];
 
 const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
@@ -282,6 +292,9 @@ pub fn validate_serve(
         max_body_bytes: max_body_bytes as usize,
         max_uri_bytes: max_uri_bytes as usize,
         max_header_bytes: max_header_bytes as usize,
+        metrics_without_token: raw
+            .metrics_without_token
+            .unwrap_or(defaults.metrics_without_token),
     })
 }
 

@@ -90,7 +90,12 @@ pub struct McpHost {
     slots: BTreeMap<String, Arc<Slot>>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    changes: tokio::sync::broadcast::Sender<ServerStatus>,
 }
+
+/// State changes a receiver of [`McpHost::subscribe_changes`] may fall
+/// behind by before it loses the oldest.
+const CHANGES_CAPACITY: usize = 256;
 
 impl McpHost {
     /// Starts a supervisor task for every enabled server and returns at
@@ -117,10 +122,11 @@ impl McpHost {
             events: tokio::sync::broadcast::channel(256).0,
         });
         let shutdown = CancellationToken::new();
+        let changes = tokio::sync::broadcast::channel(CHANGES_CAPACITY).0;
         let mut slots = BTreeMap::new();
         let mut tasks = Vec::new();
         for config in servers {
-            let slot = Arc::new(Slot::new(config));
+            let slot = Arc::new(Slot::new(config, changes.clone()));
             if slot.config.enabled {
                 tasks.push(tokio::spawn(supervisor::run(
                     slot.clone(),
@@ -140,7 +146,14 @@ impl McpHost {
             slots,
             shutdown,
             tasks: Mutex::new(tasks),
+            changes,
         }
+    }
+
+    /// Every server's state changes from now on, as they happen (the
+    /// status after the change).
+    pub fn subscribe_changes(&self) -> tokio::sync::broadcast::Receiver<ServerStatus> {
+        self.changes.subscribe()
     }
 
     /// The registry the servers' tools go to.

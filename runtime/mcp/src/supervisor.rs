@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::{Peer, RoleClient};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::McpError;
@@ -95,21 +95,38 @@ pub(crate) struct Slot {
     peer: RwLock<Option<Peer<RoleClient>>>,
     reconnects: AtomicU32,
     integrity: Mutex<Integrity>,
+    /// Every state change, for whoever reports them (the startup summary).
+    changes: broadcast::Sender<ServerStatus>,
 }
 
+/// The states a server's `quiver_mcp_server_state` gauge has a series for.
+const STATE_NAMES: [&str; 5] = ["disabled", "connecting", "ready", "failed", "stopped"];
+
 impl Slot {
-    pub(crate) fn new(config: McpServerConfig) -> Slot {
+    pub(crate) fn new(config: McpServerConfig, changes: broadcast::Sender<ServerStatus>) -> Slot {
         let state = if config.enabled {
             ServerState::Connecting { attempt: 1 }
         } else {
             ServerState::Disabled
         };
-        Slot {
+        let slot = Slot {
             config,
-            state: Mutex::new(state),
+            state: Mutex::new(state.clone()),
             peer: RwLock::new(None),
             reconnects: AtomicU32::new(0),
             integrity: Mutex::new(Integrity::default()),
+            changes,
+        };
+        slot.record_state(&state);
+        slot
+    }
+
+    /// One series per state, 1 for the current one: a scrape sees which
+    /// state each server is in without parsing a label value.
+    fn record_state(&self, state: &ServerState) {
+        for name in STATE_NAMES {
+            metrics::gauge!("quiver_mcp_server_state", "server" => self.config.name.clone(), "state" => name)
+                .set(if state.name() == name { 1.0 } else { 0.0 });
         }
     }
 
@@ -121,7 +138,17 @@ impl Slot {
     }
 
     fn set_state(&self, state: ServerState) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        let changed = {
+            let mut current = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = *current != state;
+            *current = state.clone();
+            changed
+        };
+        if changed {
+            self.record_state(&state);
+            // Nobody listening is not an error.
+            let _ = self.changes.send(self.status());
+        }
     }
 
     pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
@@ -332,6 +359,7 @@ pub(crate) async fn run(
         };
         failures = failures.saturating_add(1);
         slot.reconnects.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("quiver_mcp_reconnects_total", "server" => server.clone()).increment(1);
         let delay = backoff.delay(failures);
         tracing::warn!(server = %server, %error, retry_in_ms = delay.as_millis() as u64, "MCP server unavailable");
         slot.set_state(ServerState::Failed {

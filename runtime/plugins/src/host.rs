@@ -359,6 +359,8 @@ impl PluginHost {
             Err(error) => {
                 let message = error.to_string();
                 tracing::warn!(file = %path.display(), error = %message, "plugin not loaded; the previous generation, if any, keeps serving");
+                metrics::counter!("quiver_plugin_load_failures_total", "file" => file_label(path))
+                    .increment(1);
                 self.write_state()
                     .files
                     .entry(path.to_owned())
@@ -486,6 +488,8 @@ impl PluginHost {
             tracing::warn!(plugin = %name, tool = %refused.name, reason = %refused.reason, "plugin tool refused");
         }
         tracing::info!(plugin = %name, version = generation.version(), generation = number, file = %path.display(), "plugin loaded");
+        metrics::gauge!("quiver_plugin_generation", "plugin" => name.clone()).set(number as f64);
+        metrics::gauge!("quiver_plugin_generations_loaded").set(self.loaded_generations() as f64);
         Ok(ReloadOutcome::Loaded {
             name,
             generation: number,
@@ -550,6 +554,7 @@ impl PluginHost {
                 self.registry
                     .remove_source(&ToolSource::Plugin(generation.name().to_owned()));
                 tracing::info!(plugin = generation.name(), file = %path.display(), "plugin removed");
+                metrics::gauge!("quiver_plugin_generation", "plugin" => generation.name().to_owned()).set(0.0);
                 true
             }
             None => false,
@@ -730,4 +735,12 @@ fn finish(
             message,
         }),
     }
+}
+
+/// A plugin file as a metric label: its file name (the directory is the
+/// operator's, and a path would make a series per checkout).
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
