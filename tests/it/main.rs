@@ -98,6 +98,7 @@ mod plugin_panic_becomes_error;
 mod plugin_reload_cycles_lose_no_call;
 mod plugin_removal_drops_tools_from_next_assembly;
 mod plugin_replaced_by_rename_serves_new_calls;
+mod plugin_scaffold_builds_and_loads;
 mod plugin_symlink_into_an_open_dir_is_refused;
 mod plugin_timeouts_mark_unhealthy;
 mod plugin_tools_appear_in_tool_search;
