@@ -78,7 +78,7 @@ pub use ffi::{
 };
 pub use manifest::{PluginManifest, ToolHints, ToolManifest};
 /// Makes a plugin tool of a plain function; see the crate documentation.
-pub use quiver_plugin_api_macros::tool;
+pub use quiver_tool_macros::tool;
 pub use schemars::{self, JsonSchema};
 pub use serde_json;
 /// The `tracing` whose events reach the host's log (use this one: each
