@@ -226,6 +226,9 @@ pub const PLUGIN_PACKAGES: &[(&str, &str)] = &[
     ("slow", "fixture-plugin-slow"),
     ("abi_mismatch", "fixture-plugin-abi-mismatch"),
     ("bad_manifest", "fixture-plugin-bad-manifest"),
+    ("bad_schema", "fixture-plugin-bad-schema"),
+    ("core_name", "fixture-plugin-core-name"),
+    ("configured", "fixture-plugin-configured"),
 ];
 
 /// Builds every plugin cdylib once per test process (same profile as the

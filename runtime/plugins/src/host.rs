@@ -45,6 +45,9 @@ pub struct PluginHostOptions {
     pub include: Option<globset::GlobSet>,
     /// Larger plugin files are refused before any of them is read.
     pub max_file_bytes: u64,
+    /// Plugin name to its `plugins.config.NAME` section, handed to its
+    /// `init` after it is checked against the plugin's config schema.
+    pub config: BTreeMap<String, Value>,
 }
 
 impl PluginHostOptions {
@@ -61,6 +64,7 @@ impl PluginHostOptions {
             unhealthy_after: UNHEALTHY_AFTER_TIMEOUTS,
             include: None,
             max_file_bytes: defaults.max_file_bytes,
+            config: BTreeMap::new(),
         }
     }
 
@@ -74,6 +78,7 @@ impl PluginHostOptions {
             dev,
             include: config.include_set(),
             max_file_bytes: config.max_file_bytes,
+            config: config.config.clone(),
             ..PluginHostOptions::new(state_dir)
         }
     }
@@ -175,8 +180,13 @@ pub enum PluginCallError {
         plugin: String,
         /// The tool.
         tool: String,
+        /// The plugin's error code (`invalid_argument`, `not_found`, ...).
+        code: String,
         /// The plugin's message.
         message: String,
+        /// The plugin's data (`{"field": ...}` for a bad argument), boxed
+        /// to keep the error small.
+        data: Option<Box<Value>>,
     },
     /// The tool panicked; the panic was caught inside the plugin.
     #[error("plugin `{plugin}` tool `{tool}` panicked: {message}")]
@@ -431,14 +441,19 @@ impl PluginHost {
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
-        let generation =
-            match Generation::load(&candidate, &self.options.state_dir, number, sequence) {
-                Ok(generation) => Arc::new(generation),
-                Err(error) => {
-                    self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
-                    return Err(error);
-                }
-            };
+        let generation = match Generation::load(
+            &candidate,
+            &self.options.state_dir,
+            number,
+            sequence,
+            |name| self.options.config.get(name).cloned(),
+        ) {
+            Ok(generation) => Arc::new(generation),
+            Err(error) => {
+                self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
+                return Err(error);
+            }
+        };
         let tool_names: Vec<String> = generation.tools().iter().map(|t| t.name.clone()).collect();
         if let Err(error) = self.check_conflicts(path, generation.name(), &tool_names) {
             // Its code stays mapped; the copy is not needed again.
@@ -724,15 +739,23 @@ fn finish(
         Err(CallFailure {
             panicked: true,
             message,
+            ..
         }) => Err(PluginCallError::Panicked {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
             message,
         }),
-        Err(CallFailure { message, .. }) => Err(PluginCallError::Failed {
+        Err(CallFailure {
+            code,
+            message,
+            data,
+            ..
+        }) => Err(PluginCallError::Failed {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
+            code,
             message,
+            data: data.map(Box::new),
         }),
     }
 }
