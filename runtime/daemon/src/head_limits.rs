@@ -12,7 +12,8 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+
+use crate::api::ApiError;
 
 /// The request-head limits, from the `serve` settings.
 #[derive(Debug, Clone, Copy)]
@@ -82,12 +83,8 @@ pub async fn enforce(limits: HeadLimits, request: Request, next: Next) -> Respon
     }
 }
 
-fn refuse(status: StatusCode, code: &str, message: String) -> Response {
-    let mut response = (
-        status,
-        axum::Json(json!({"error": code, "message": message})),
-    )
-        .into_response();
+fn refuse(status: StatusCode, code: &'static str, message: String) -> Response {
+    let mut response = ApiError::new(status, code, message).into_response();
     // The client may have more of this head in flight; it is not read.
     response.headers_mut().insert(
         axum::http::header::CONNECTION,
