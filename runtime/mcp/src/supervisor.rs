@@ -12,7 +12,7 @@
 //! lack them alike.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -95,6 +95,9 @@ pub(crate) struct Slot {
     peer: RwLock<Option<Peer<RoleClient>>>,
     reconnects: AtomicU32,
     integrity: Mutex<Integrity>,
+    /// How many tools the last review held back, readable without the
+    /// integrity lock: a state change reports it while a review holds it.
+    quarantined: AtomicUsize,
     /// Every state change, for whoever reports them (the startup summary).
     changes: broadcast::Sender<ServerStatus>,
 }
@@ -115,6 +118,7 @@ impl Slot {
             peer: RwLock::new(None),
             reconnects: AtomicU32::new(0),
             integrity: Mutex::new(Integrity::default()),
+            quarantined: AtomicUsize::new(0),
             changes,
         };
         slot.record_state(&state);
@@ -168,7 +172,7 @@ impl Slot {
             transport: self.config.transport.kind(),
             state: self.state(),
             reconnects: self.reconnects.load(Ordering::Relaxed),
-            quarantined: self.integrity().quarantined.len(),
+            quarantined: self.quarantined.load(Ordering::Relaxed),
         }
     }
 
@@ -275,6 +279,8 @@ pub(crate) fn republish(
         announce(slot, gate, integrity, change);
     }
     integrity.previous = hashes;
+    slot.quarantined
+        .store(review.quarantined.len(), Ordering::Relaxed);
     integrity.quarantined = review.quarantined;
     let report = registry.set_source_tools(ToolSource::Mcp(server.to_owned()), review.served);
     for refused in &report.refused {
