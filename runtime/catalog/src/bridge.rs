@@ -387,14 +387,30 @@ pub fn search_with_status(
             .iter()
             .map(|query| search_one(assembly, query, limit, status))
             .collect();
-        return Ok(json!({"results": results}));
+        return Ok(with_quarantine_note(json!({"results": results}), status));
     }
     let query = arguments
         .get("query")
         .and_then(Value::as_str)
         .ok_or(BridgeError::MissingQuery)?;
     check_query(query, || "`query`".to_owned())?;
-    Ok(search_one(assembly, query, limit, status))
+    Ok(with_quarantine_note(
+        search_one(assembly, query, limit, status),
+        status,
+    ))
+}
+
+/// Adds `quarantined`, a sentence counting the tools of each server held
+/// back until an operator accepts their definitions (never their names or
+/// text), when there are any.
+fn with_quarantine_note(
+    mut out: Value,
+    status: Option<&dyn quiver_tool::status::McpStatusView>,
+) -> Value {
+    if let Some(note) = status.and_then(quiver_tool::status::quarantine_note) {
+        out["quarantined"] = json!(note);
+    }
+    out
 }
 
 /// Bounds a `tool_search` answer to `max_chars` characters of compact
@@ -454,6 +470,10 @@ fn search_one(
         if let Some(unavailable) = status.and_then(quiver_tool::status::unavailable_note) {
             note.push(' ');
             note.push_str(&unavailable);
+        }
+        if let Some(quarantined) = status.and_then(quiver_tool::status::quarantine_note) {
+            note.push(' ');
+            note.push_str(&quarantined);
         }
         out["note"] = json!(note);
     }

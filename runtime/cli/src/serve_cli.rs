@@ -16,9 +16,9 @@ use rmcp::ServiceExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use quiver_daemon::config::Config;
+use quiver_daemon::config::{Config, ConfigOrigin};
 use quiver_daemon::gateway::{GatewayHandler, GatewayIdentity};
-use quiver_daemon::{Daemon, DaemonOptions, api, auth, locks};
+use quiver_daemon::{Daemon, DaemonOptions, api, auth, locks, startup};
 use quiver_dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
@@ -65,7 +65,8 @@ impl DaemonFile {
 /// `quiver serve` arguments.
 #[derive(Args)]
 pub(crate) struct ServeArgs {
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else $XDG_CONFIG_HOME/quiver/quiver.yaml
+    /// or ~/.config/quiver/quiver.yaml, else the embedded default config).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on, overriding `serve.listen` (port 0: any free port).
@@ -90,7 +91,8 @@ pub(crate) struct ServeArgs {
 
 /// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
-    let mut config = crate::load_config(args.config.as_deref())?.config;
+    let origin = quiver_daemon::config::discover(args.config.as_deref());
+    let mut config = crate::load_config_from(&origin)?.config;
     if let Some(listen) = args.listen {
         config.serve.listen = listen;
     }
@@ -113,9 +115,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, args.config, args.grants, args.dev).await
+            serve_stdio(config, origin, args.grants, args.dev).await
         } else {
-            serve_http(config, args.config, args.allow_non_loopback, args.dev).await
+            serve_http(config, origin, args.allow_non_loopback, args.dev).await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -127,7 +129,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 
 async fn serve_stdio(
     config: Config,
-    config_file: Option<PathBuf>,
+    origin: ConfigOrigin,
     grants: Vec<String>,
     dev: bool,
 ) -> Result<()> {
@@ -143,10 +145,12 @@ async fn serve_stdio(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
-            config_file,
+            config_file: origin.file().map(Path::to_path_buf),
         },
     )
     .await?;
+    // stderr is free: stdout carries the protocol.
+    startup::report(&daemon, &origin, &startup::Endpoints::default());
     let handler = GatewayHandler::fixed(
         daemon.clone(),
         GatewayIdentity {
@@ -175,12 +179,7 @@ async fn serve_stdio(
     std::process::exit(0);
 }
 
-async fn serve_http(
-    config: Config,
-    config_file: Option<PathBuf>,
-    any_host: bool,
-    dev: bool,
-) -> Result<()> {
+async fn serve_http(config: Config, origin: ConfigOrigin, any_host: bool, dev: bool) -> Result<()> {
     let listen = config.serve.listen;
     let daemon = Daemon::start(
         config,
@@ -188,12 +187,12 @@ async fn serve_http(
             dev,
             approver: None,
             watch_plugins: true,
-            config_file,
+            config_file: origin.file().map(Path::to_path_buf),
         },
     )
     .await?;
     // Whatever goes wrong from here, the MCP servers started are ended.
-    let served = serve_started(&daemon, listen, any_host).await;
+    let served = serve_started(&daemon, &origin, listen, any_host).await;
     daemon.shutdown().await;
     served
 }
@@ -221,7 +220,12 @@ fn lock_state_dir(state_dir: &Path) -> Result<locks::FileLock> {
 }
 
 /// Serves the started `daemon` on `listen` until a signal.
-async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
+async fn serve_started(
+    daemon: &Arc<Daemon>,
+    origin: &ConfigOrigin,
+    listen: SocketAddr,
+    any_host: bool,
+) -> Result<()> {
     let token = auth::load_or_create_token(daemon.state_dir())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -245,6 +249,14 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
         )?;
         out.flush()?;
     }
+    startup::report(
+        daemon,
+        origin,
+        &startup::Endpoints {
+            url: Some(url.clone()),
+            token_file: Some(token_file.clone()),
+        },
+    );
     let shutdown = CancellationToken::new();
     let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
     let signal = shutdown.clone();

@@ -5,6 +5,9 @@
 //!
 //! | method and path | what |
 //! |---|---|
+//! | `GET /healthz` | liveness, no token needed, no data |
+//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt |
+//! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
 //! | `GET /v1/status` | plugins, MCP servers, models, sessions |
 //! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
@@ -74,7 +77,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
             code,
@@ -99,6 +106,12 @@ impl From<DaemonError> for ApiError {
             DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
                 StatusCode::BAD_GATEWAY
             }
+            DaemonError::Accept(quiver_mcp::AcceptError::UnknownServer { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            DaemonError::Accept(quiver_mcp::AcceptError::NotQuarantined { .. }) => {
+                StatusCode::CONFLICT
+            }
             DaemonError::Store(StoreError::SessionExists(_))
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -115,7 +128,18 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
-        ApiError::new(rejection.status(), "bad_request", rejection.body_text())
+        let code = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
+            _ => "bad_request",
+        };
+        let message = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => {
+                "the request body must be JSON sent with `Content-Type: application/json`"
+                    .to_owned()
+            }
+            _ => rejection.body_text(),
+        };
+        ApiError::new(rejection.status(), code, message)
     }
 }
 
@@ -203,6 +227,9 @@ pub fn router(
             mcp_config,
         );
     Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
         .route("/v1/sessions", get(list_sessions).post(create_session))
@@ -215,6 +242,7 @@ pub fn router(
         .route("/v1/sessions/{id}/catalog", get(session_catalog))
         .route("/v1/events", get(all_events))
         .route("/v1/catalog", get(catalog))
+        .route("/v1/mcp/servers/{name}/accept", post(accept_tools))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/gateway/clients", get(list_clients).post(create_client))
@@ -392,6 +420,19 @@ async fn not_found(request: Request) -> ApiError {
 /// token on `/mcp` only. Puts the caller (and on `/mcp` its
 /// [`GatewayIdentity`]) in the request's extensions.
 async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
+    // Probes of load balancers, watchdogs and containers carry no token.
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return next.run(request).await;
+    }
+    if request.uri().path() == "/metrics"
+        && state.daemon.config().serve.metrics_without_token
+        && request
+            .extensions()
+            .get::<crate::http::PeerAddr>()
+            .is_some_and(|peer| peer.0.ip().is_loopback())
+    {
+        return next.run(request).await;
+    }
     let token = auth::bearer(
         request
             .headers()
@@ -447,6 +488,41 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
 
 fn unauthorized() -> Response {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token").into_response()
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let waiting = state.daemon.waiting_for();
+    if waiting.is_empty() {
+        return Json(json!({"status": "ready"})).into_response();
+    }
+    let servers = state.daemon.mcp().status().len();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({
+            "error": "not_ready",
+            "message": format!(
+                "{} of {servers} MCP servers are still on their first connection attempt (GET /v1/status names them)",
+                waiting.len()
+            ),
+            "data": {"waiting": waiting.len(), "servers": servers},
+        })),
+    )
+        .into_response()
+}
+
+async fn metrics_text() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::telemetry::render(),
+    )
+        .into_response()
 }
 
 async fn health(State(state): State<ApiState>) -> Json<Value> {
@@ -829,6 +905,25 @@ async fn answer_approval(
             }
         })?;
     Ok(Json(json!({"id": id, "answered": true})))
+}
+
+/// What `POST /v1/mcp/servers/{name}/accept` takes: the quarantined
+/// tools to accept (the server's own names); absent or empty: all of them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AcceptBody {
+    #[serde(default)]
+    tools: Vec<String>,
+}
+
+async fn accept_tools(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(server) = path?;
+    let body: AcceptBody = object_body(body)?;
+    Ok(Json(state.daemon.accept_tools(&server, &body.tools)?))
 }
 
 async fn list_clients(State(state): State<ApiState>) -> ApiResult<Json<Value>> {

@@ -11,11 +11,14 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod gateway;
+pub mod head_limits;
 pub mod http;
 pub mod jsonrpc;
 pub mod locks;
 pub mod settings;
+pub mod startup;
 pub mod stdio;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,6 +131,9 @@ pub enum DaemonError {
     /// A request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// Tool definitions could not be accepted.
+    #[error(transparent)]
+    Accept(#[from] quiver_mcp::AcceptError),
     /// The turn failed.
     #[error(transparent)]
     Turn(#[from] TurnError),
@@ -161,6 +167,7 @@ impl DaemonError {
             DaemonError::NotAChat(_) => "not_a_chat_session",
             DaemonError::GatewaySessionTaken { .. } => "session_id_taken",
             DaemonError::BadRequest(_) => "bad_request",
+            DaemonError::Accept(e) => e.code(),
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
         }
@@ -278,6 +285,8 @@ impl Daemon {
     /// Returns once plugins are loaded; MCP servers connect in the
     /// background. Must be called inside a tokio runtime.
     pub async fn start(config: Config, options: DaemonOptions) -> Result<Arc<Daemon>, DaemonError> {
+        // Before any source starts, so that their first states are counted.
+        telemetry::handle();
         let state_dir = config.serve.state_dir();
         make_private_dir(&state_dir)?;
         let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
@@ -337,10 +346,11 @@ impl Daemon {
         } else {
             None
         };
-        let mcp = Arc::new(McpHost::start(
+        let mcp = Arc::new(McpHost::start_with_pins(
             registry.clone(),
             config.mcp_servers.clone().into_values(),
             McpHostOptions::default(),
+            store.clone(),
         ));
 
         let approvals = ApprovalQueue::new();
@@ -376,6 +386,10 @@ impl Daemon {
         );
         let records = tokio::sync::broadcast::channel(config.feed.capacity.max(16)).0;
         let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
+        tokio::spawn(announce_definition_changes(
+            mcp.subscribe_integrity(),
+            feed.clone(),
+        ));
         let daemon = Arc::new(Daemon {
             config,
             state_dir,
@@ -814,12 +828,63 @@ impl Daemon {
             "tools": snapshot.len(),
             "generation": snapshot.generation(),
             "plugins": self.plugins.list_json(),
-            "mcp_servers": self.mcp.status(),
+            "mcp_servers": self.mcp_status(),
             "models": models,
             "default_model": self.config.models.default_model,
             "sessions": sessions,
             "pending_approvals": self.approvals.len(),
         }))
+    }
+
+    /// Every MCP server's state, each with its trust mode, its quarantined
+    /// tools (reason, screening flags, diff) and its recent definition
+    /// changes.
+    pub fn mcp_status(&self) -> Vec<Value> {
+        self.mcp
+            .status()
+            .into_iter()
+            .map(|server| {
+                let mut entry = serde_json::to_value(&server).unwrap_or(Value::Null);
+                if let (Some(map), Some(Value::Object(integrity))) =
+                    (entry.as_object_mut(), self.mcp.integrity(&server.name))
+                {
+                    map.extend(integrity);
+                }
+                entry
+            })
+            .collect()
+    }
+
+    /// Accepts quarantined tool definitions of an MCP server (all of them
+    /// when `tools` is empty); they are served at once.
+    pub fn accept_tools(&self, server: &str, tools: &[String]) -> Result<Value, DaemonError> {
+        let pins = self.mcp.accept(server, tools)?;
+        Ok(serde_json::json!({
+            "server": server,
+            "accepted": pins
+                .iter()
+                .map(|p| serde_json::json!({"tool": p.tool, "hash": p.hash}))
+                .collect::<Vec<_>>(),
+        }))
+    }
+
+    /// Whether the daemon is ready for traffic (`GET /readyz`): plugins
+    /// are loaded once it started, so it waits only for the enabled MCP
+    /// servers still on their first connection attempt (a server that
+    /// failed it is retried in the background, and does not hold
+    /// readiness). The names of those it waits for.
+    pub fn waiting_for(&self) -> Vec<String> {
+        self.mcp
+            .status()
+            .into_iter()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    quiver_tool::status::ServerState::Connecting { attempt: 1 }
+                )
+            })
+            .map(|s| s.name)
+            .collect()
     }
 
     /// Stops the MCP servers and flushes the activity log.
@@ -883,6 +948,53 @@ async fn persist_events(
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
                 tracing::warn!(lost, "activity log fell behind; events lost");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
+/// Puts every definition change the MCP host announces into the activity
+/// feed (and so the activity log): the tool's natural name, `quarantined`
+/// or `definition changed`, and the summary with its diff as detail.
+async fn announce_definition_changes(
+    mut changes: tokio::sync::broadcast::Receiver<Arc<quiver_mcp::IntegrityEvent>>,
+    feed: Arc<ActivityFeed>,
+) {
+    loop {
+        match changes.recv().await {
+            Ok(event) => {
+                let change = &event.change;
+                let status = if change.served {
+                    quiver_dispatch::Status::DefinitionChanged
+                } else {
+                    quiver_dispatch::Status::Quarantined
+                };
+                let mut detail = change.summary(&format!("mcp-{}", event.server));
+                for flag in &change.flags {
+                    detail.push_str(&format!("\n{} at {}: {}", flag.code, flag.at, flag.detail));
+                }
+                if !change.diff.is_empty() {
+                    detail.push('\n');
+                    detail.push_str(&change.diff);
+                }
+                feed.announce(quiver_dispatch::Event {
+                    time: std::time::SystemTime::now(),
+                    call_id: 0,
+                    session: String::new(),
+                    tool: event.exposed.clone(),
+                    via_bridge: false,
+                    arguments: Value::Null,
+                    status,
+                    duration: std::time::Duration::ZERO,
+                    detail: Some(detail),
+                });
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                tracing::warn!(
+                    lost,
+                    "definition changes were not all put in the activity feed"
+                );
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
         }

@@ -366,6 +366,38 @@ pub fn called_tool<'a>(assembly: &Assembly, name: &'a str, arguments: &'a Value)
     }
 }
 
+/// A call's final status as a metric label: `ok`, `error`, `denied`,
+/// `timed_out`.
+fn status_label(status: Status) -> &'static str {
+    match status {
+        Status::TimedOut => "timed_out",
+        Status::AwaitingApproval => "awaiting_approval",
+        other => other.label(),
+    }
+}
+
+/// Counts a `tool_search` answer's queries and those that found nothing.
+fn record_search(answer: Option<&Value>) {
+    let Some(answer) = answer else {
+        metrics::counter!("quiver_tool_search_queries_total").increment(1);
+        return;
+    };
+    let results = answer
+        .get("results")
+        .and_then(Value::as_array)
+        .map_or(std::slice::from_ref(answer), Vec::as_slice);
+    for result in results {
+        metrics::counter!("quiver_tool_search_queries_total").increment(1);
+        let empty = result
+            .get("matches")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if empty {
+            metrics::counter!("quiver_tool_search_empty_results_total").increment(1);
+        }
+    }
+}
+
 /// The entry point for a session's tool calls: unwraps `tool_call`,
 /// answers `tool_search` and `tool_describe`, checks the session's scope,
 /// runs the chain and records everything in the session's feed.
@@ -459,6 +491,10 @@ impl Dispatcher {
                 }),
                 _ => bridge::describe_within(assembly, arguments, self.max_bridge_chars),
             };
+            session.note_search();
+            if name == TOOL_SEARCH {
+                record_search(answer.as_ref().ok());
+            }
             let (status, detail) = match &answer {
                 Ok(_) => (Status::Ok, None),
                 Err(e) => (Status::Error, Some(e.to_string())),
@@ -488,11 +524,24 @@ impl Dispatcher {
             }
         });
         match resolved {
-            Ok(resolved) => self
-                .run(DispatchCall::new(session.clone(), resolved))
-                .await
-                .map(|output| output.content),
+            Ok(resolved) => {
+                if !assembly.catalog().is_eager(resolved.tool.name())
+                    && assembly.has_bridge()
+                    && !session.has_searched()
+                {
+                    metrics::counter!(
+                        "quiver_deferred_calls_without_search_total",
+                        "source" => resolved.tool.source().kind()
+                    )
+                    .increment(1);
+                }
+                self.run(DispatchCall::new(session.clone(), resolved))
+                    .await
+                    .map(|output| output.content)
+            }
             Err(error) => {
+                metrics::counter!("quiver_tool_call_refusals_total", "code" => error.code())
+                    .increment(1);
                 session.record(
                     Event::new(
                         session,
@@ -545,6 +594,16 @@ impl Dispatcher {
         let note = (!coerced.is_empty()).then(|| coerce::describe(&coerced));
         let record = call.clone();
         let mut result = self.chain.call(call).await;
+        let status = match &result {
+            Ok(_) => Status::Ok,
+            Err(error) => error.status(),
+        };
+        let tool = record.tool.name().to_owned();
+        let source = record.tool.source().kind();
+        metrics::counter!("quiver_tool_calls_total", "tool" => tool.clone(), "source" => source, "status" => status_label(status))
+            .increment(1);
+        metrics::histogram!("quiver_tool_call_duration_seconds", "tool" => tool, "source" => source)
+            .record(record.started.elapsed().as_secs_f64());
         let detail = |base: Option<String>| match (base, &note) {
             (Some(base), Some(note)) => Some(format!("{base}; {note}")),
             (base, note) => base.or_else(|| note.clone()),

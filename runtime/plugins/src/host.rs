@@ -45,6 +45,9 @@ pub struct PluginHostOptions {
     pub include: Option<globset::GlobSet>,
     /// Larger plugin files are refused before any of them is read.
     pub max_file_bytes: u64,
+    /// Plugin name to its `plugins.config.NAME` section, handed to its
+    /// `init` after it is checked against the plugin's config schema.
+    pub config: BTreeMap<String, Value>,
 }
 
 impl PluginHostOptions {
@@ -61,6 +64,7 @@ impl PluginHostOptions {
             unhealthy_after: UNHEALTHY_AFTER_TIMEOUTS,
             include: None,
             max_file_bytes: defaults.max_file_bytes,
+            config: BTreeMap::new(),
         }
     }
 
@@ -74,6 +78,7 @@ impl PluginHostOptions {
             dev,
             include: config.include_set(),
             max_file_bytes: config.max_file_bytes,
+            config: config.config.clone(),
             ..PluginHostOptions::new(state_dir)
         }
     }
@@ -175,8 +180,13 @@ pub enum PluginCallError {
         plugin: String,
         /// The tool.
         tool: String,
+        /// The plugin's error code (`invalid_argument`, `not_found`, ...).
+        code: String,
         /// The plugin's message.
         message: String,
+        /// The plugin's data (`{"field": ...}` for a bad argument), boxed
+        /// to keep the error small.
+        data: Option<Box<Value>>,
     },
     /// The tool panicked; the panic was caught inside the plugin.
     #[error("plugin `{plugin}` tool `{tool}` panicked: {message}")]
@@ -359,6 +369,8 @@ impl PluginHost {
             Err(error) => {
                 let message = error.to_string();
                 tracing::warn!(file = %path.display(), error = %message, "plugin not loaded; the previous generation, if any, keeps serving");
+                metrics::counter!("quiver_plugin_load_failures_total", "file" => file_label(path))
+                    .increment(1);
                 self.write_state()
                     .files
                     .entry(path.to_owned())
@@ -429,14 +441,19 @@ impl PluginHost {
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
-        let generation =
-            match Generation::load(&candidate, &self.options.state_dir, number, sequence) {
-                Ok(generation) => Arc::new(generation),
-                Err(error) => {
-                    self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
-                    return Err(error);
-                }
-            };
+        let generation = match Generation::load(
+            &candidate,
+            &self.options.state_dir,
+            number,
+            sequence,
+            |name| self.options.config.get(name).cloned(),
+        ) {
+            Ok(generation) => Arc::new(generation),
+            Err(error) => {
+                self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
+                return Err(error);
+            }
+        };
         let tool_names: Vec<String> = generation.tools().iter().map(|t| t.name.clone()).collect();
         if let Err(error) = self.check_conflicts(path, generation.name(), &tool_names) {
             // Its code stays mapped; the copy is not needed again.
@@ -486,6 +503,8 @@ impl PluginHost {
             tracing::warn!(plugin = %name, tool = %refused.name, reason = %refused.reason, "plugin tool refused");
         }
         tracing::info!(plugin = %name, version = generation.version(), generation = number, file = %path.display(), "plugin loaded");
+        metrics::gauge!("quiver_plugin_generation", "plugin" => name.clone()).set(number as f64);
+        metrics::gauge!("quiver_plugin_generations_loaded").set(self.loaded_generations() as f64);
         Ok(ReloadOutcome::Loaded {
             name,
             generation: number,
@@ -550,6 +569,7 @@ impl PluginHost {
                 self.registry
                     .remove_source(&ToolSource::Plugin(generation.name().to_owned()));
                 tracing::info!(plugin = generation.name(), file = %path.display(), "plugin removed");
+                metrics::gauge!("quiver_plugin_generation", "plugin" => generation.name().to_owned()).set(0.0);
                 true
             }
             None => false,
@@ -719,15 +739,31 @@ fn finish(
         Err(CallFailure {
             panicked: true,
             message,
+            ..
         }) => Err(PluginCallError::Panicked {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
             message,
         }),
-        Err(CallFailure { message, .. }) => Err(PluginCallError::Failed {
+        Err(CallFailure {
+            code,
+            message,
+            data,
+            ..
+        }) => Err(PluginCallError::Failed {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
+            code,
             message,
+            data: data.map(Box::new),
         }),
     }
+}
+
+/// A plugin file as a metric label: its file name (the directory is the
+/// operator's, and a path would make a series per checkout).
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }

@@ -13,7 +13,17 @@
 //! - `hang`: never answers; counts the cancellations it receives;
 //! - `stats`: `{"cancelled": N, "calls": N}`;
 //! - `crash`: ends the process at once (exit code 101);
-//! - `describe_me`: a tool with a long, multi-sentence description.
+//! - `describe_me`: a tool with a long, multi-sentence description;
+//! - `set_description {name, description}`: gives a tool a new description
+//!   (a rug pull), then sends `notifications/tools/list_changed`;
+//! - `rename_tool {name, to}`: lists a tool under a new name, same
+//!   definition otherwise, then sends `list_changed`.
+//!
+//! `add_tool` takes an optional `description`. `--description TOOL=TEXT`
+//! starts with another description for a tool.
+//!
+//! With `--annotated`, also `wipe {target}` (`destructiveHint: true`) and
+//! `lookup {key}` (`readOnlyHint: true`).
 //!
 //! With `--rich`, tools that say more about themselves:
 //!
@@ -30,7 +40,7 @@
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -86,12 +96,27 @@ struct Args {
     /// Answer `initialize` this many milliseconds late.
     #[arg(long, default_value_t = 0)]
     initialize_delay_ms: u64,
+    /// Add `wipe` (destructive) and `lookup` (read-only), with MCP annotations.
+    #[arg(long)]
+    annotated: bool,
+    /// `TOOL=TEXT`: start with this description for TOOL (repeatable), as
+    /// a new release of a server would.
+    #[arg(long = "description")]
+    descriptions: Vec<String>,
+}
+
+/// Changes made through `set_description` and `rename_tool`.
+#[derive(Default)]
+struct Edits {
+    descriptions: BTreeMap<String, String>,
+    renames: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
 struct TestServer {
     args: Arc<Args>,
-    added: Arc<Mutex<BTreeSet<String>>>,
+    added: Arc<Mutex<BTreeMap<String, Option<String>>>>,
+    edits: Arc<Mutex<Edits>>,
     cancelled: Arc<AtomicU64>,
     calls: Arc<AtomicU64>,
 }
@@ -182,6 +207,16 @@ impl TestServer {
                 json!({"type": "object"}),
             ),
             tool(
+                "set_description",
+                "Give a tool a new description, then notify that the tool list changed.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "description": {"type": "string"}}, "required": ["name", "description"]}),
+            ),
+            tool(
+                "rename_tool",
+                "List a tool under a new name, then notify that the tool list changed.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "to": {"type": "string"}}, "required": ["name", "to"]}),
+            ),
+            tool(
                 "describe_me",
                 &format!(
                     "A tool with a long description. {}The end.",
@@ -200,6 +235,23 @@ impl TestServer {
                 json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
             ));
         }
+        if self.args.annotated {
+            let mut wipe = tool(
+                "wipe",
+                "Erase everything stored under a target.",
+                text_arg("target"),
+            );
+            let mut hints = rmcp::model::ToolAnnotations::new();
+            hints.destructive_hint = Some(true);
+            hints.read_only_hint = Some(false);
+            wipe.annotations = Some(hints);
+            let mut lookup = tool("lookup", "Look a key up in the store.", text_arg("key"));
+            let mut hints = rmcp::model::ToolAnnotations::new();
+            hints.read_only_hint = Some(true);
+            lookup.annotations = Some(hints);
+            tools.push(wipe);
+            tools.push(lookup);
+        }
         if self.args.bad_schemas {
             tools.push(tool(
                 "string_schema",
@@ -212,24 +264,60 @@ impl TestServer {
                 json!({"properties": {"q": {"type": "string"}}, "required": ["q"]}),
             ));
         }
-        for name in self
+        for (name, description) in self
             .added
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
         {
-            tools.push(tool(
-                name,
-                &format!("Dynamically added tool {name}."),
-                json!({"type": "object"}),
-            ));
+            let description = description
+                .clone()
+                .unwrap_or_else(|| format!("Dynamically added tool {name}."));
+            tools.push(tool(name, &description, json!({"type": "object"})));
+        }
+        let edits = self.edits.lock().unwrap_or_else(PoisonError::into_inner);
+        for tool in &mut tools {
+            if let Some(description) = edits.descriptions.get(tool.name.as_ref()) {
+                tool.description = Some(description.clone().into());
+            }
+            if let Some(to) = edits.renames.get(tool.name.as_ref()) {
+                tool.name = to.clone().into();
+            }
         }
         tools
+    }
+
+    async fn edit(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (Some(name), description, to) = (
+            string_arg(request, "name"),
+            string_arg(request, "description"),
+            string_arg(request, "to"),
+        ) else {
+            return CallToolResult::error(vec![ContentBlock::text("`name` is required")]);
+        };
+        {
+            let mut edits = self.edits.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(description) = description {
+                edits.descriptions.insert(name.clone(), description);
+            }
+            if let Some(to) = to {
+                edits.renames.insert(name.clone(), to);
+            }
+        }
+        if let Err(error) = context.peer.notify_tool_list_changed().await {
+            eprintln!("cannot send list_changed: {error}");
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("changed {name}"))])
     }
 
     async fn change_list(
         &self,
         name: Option<String>,
+        description: Option<String>,
         add: bool,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -239,7 +327,7 @@ impl TestServer {
         {
             let mut added = self.added.lock().unwrap_or_else(PoisonError::into_inner);
             if add {
-                added.insert(name.clone());
+                added.insert(name.clone(), description);
             } else {
                 added.remove(&name);
             }
@@ -348,13 +436,19 @@ impl ServerHandler for TestServer {
                 string_arg(&request, "message").unwrap_or_else(|| "failed".to_owned()),
             )]),
             "add_tool" => {
-                self.change_list(string_arg(&request, "name"), true, &context)
-                    .await
+                self.change_list(
+                    string_arg(&request, "name"),
+                    string_arg(&request, "description"),
+                    true,
+                    &context,
+                )
+                .await
             }
             "remove_tool" => {
-                self.change_list(string_arg(&request, "name"), false, &context)
+                self.change_list(string_arg(&request, "name"), None, false, &context)
                     .await
             }
+            "set_description" | "rename_tool" => self.edit(&request, &context).await,
             "hang" => {
                 context.ct.cancelled().await;
                 self.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -477,9 +571,18 @@ async fn main() {
                 }
             }
         });
+    let mut edits = Edits::default();
+    for entry in &args.descriptions {
+        let Some((tool, text)) = entry.split_once('=') else {
+            eprintln!("--description takes TOOL=TEXT, not `{entry}`");
+            std::process::exit(2);
+        };
+        edits.descriptions.insert(tool.to_owned(), text.to_owned());
+    }
     let server = TestServer {
         args: Arc::new(args.clone()),
         added: Arc::default(),
+        edits: Arc::new(Mutex::new(edits)),
         cancelled: Arc::default(),
         calls: Arc::default(),
     };
