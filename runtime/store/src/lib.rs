@@ -266,9 +266,44 @@ CREATE TABLE IF NOT EXISTS tool_pins (
 );
 ";
 
+/// How long [`Store::open`] keeps trying a database another process is
+/// opening or writing.
+pub const OPEN_BUSY_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Whether `error` is SQLite's "try again later".
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path`.
+    ///
+    /// Several processes may open one state database at the same moment
+    /// (a daemon starting while `quiver status` or `catalog assemble` runs,
+    /// all on a fresh HOME). SQLite answers some of those races with
+    /// `SQLITE_BUSY` without calling the busy handler (switching a new file
+    /// to WAL, recovering a WAL another opener just created), so a busy
+    /// open is tried again, for up to [`OPEN_BUSY_PATIENCE`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let deadline = std::time::Instant::now() + OPEN_BUSY_PATIENCE;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Store::open_once(path) {
+                Err(StoreError::Open { source, .. })
+                    if is_busy(&source) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<Store, StoreError> {
         let open_error = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -301,9 +336,12 @@ impl Store {
                 found,
             });
         }
-        connection.execute_batch(SCHEMA).map_err(open_error)?;
+        // One write transaction, taken through the busy handler, so that
+        // two openers creating the tables never interleave.
         connection
-            .pragma_update(None, "user_version", SCHEMA_VERSION)
+            .execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
             .map_err(open_error)?;
         Ok(Store {
             connection: Mutex::new(connection),
@@ -996,5 +1034,25 @@ mod tests {
             Store::open(&path),
             Err(StoreError::NewerSchema { .. })
         ));
+    }
+
+    #[test]
+    fn many_openers_of_a_fresh_database_all_succeed() {
+        // CLI commands and a daemon open the same state database at the
+        // same moment (a fresh HOME): none may fail with "locked".
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("q.db");
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || Store::open(&path).map(|_| ()))
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().unwrap();
+                assert!(opened.is_ok(), "round {round}: {opened:?}");
+            }
+        }
     }
 }
