@@ -19,8 +19,8 @@ use std::sync::{Arc, OnceLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
-    Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -353,11 +353,30 @@ impl ServerHandler for GatewayHandler {
         let assembly = self
             .daemon
             .assemble(&live.session, live.record.context_tokens);
+        let progress_token = context
+            .meta
+            .get_progress_token()
+            .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let dispatch =
             self.daemon
                 .dispatcher()
                 .dispatch(&live.session, &assembly, &request.name, &arguments);
+        let dispatch = async {
+            match progress_token {
+                Some(token) => {
+                    let (sink, forwarded) = progress_to_client(context.peer.clone(), token);
+                    let result = quiver_tool::progress::report_to(sink, dispatch).await;
+                    // The reports go out before the answer: the call has
+                    // dropped every copy of the sink, so the forwarder ends
+                    // once it has sent what is queued (bounded, in case the
+                    // client stopped reading).
+                    let _ = tokio::time::timeout(PROGRESS_FLUSH_PATIENCE, forwarded).await;
+                    result
+                }
+                None => dispatch.await,
+            }
+        };
         let result = tokio::select! {
             result = dispatch => result,
             () = context.ct.cancelled() => {
@@ -374,6 +393,44 @@ impl ServerHandler for GatewayHandler {
         }
         .into())
     }
+}
+
+/// Progress reports of one call waiting for a slow client.
+const PROGRESS_BACKLOG: usize = 64;
+
+/// How long a finished call's answer waits for its queued progress
+/// reports to be sent.
+const PROGRESS_FLUSH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A progress sink that sends each report to the client as
+/// `notifications/progress` under the client's own `token`, in order (one
+/// forwarding task per call; it ends when the call drops the sink). A
+/// client slower than its server loses intermediate reports, never memory:
+/// each report supersedes the one before.
+fn progress_to_client(
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+) -> (
+    quiver_tool::progress::ProgressSink,
+    tokio::task::JoinHandle<()>,
+) {
+    let (reports, mut pending) =
+        tokio::sync::mpsc::channel::<quiver_tool::progress::Progress>(PROGRESS_BACKLOG);
+    let forwarder = tokio::spawn(async move {
+        while let Some(report) = pending.recv().await {
+            let mut params = ProgressNotificationParam::new(token.clone(), report.progress);
+            params.total = report.total;
+            params.message = report.message;
+            if peer.notify_progress(params).await.is_err() {
+                // The client went away; the call finishes on its own.
+                break;
+            }
+        }
+    });
+    let sink: quiver_tool::progress::ProgressSink = Arc::new(move |report| {
+        let _ = reports.try_send(report);
+    });
+    (sink, forwarder)
 }
 
 #[cfg(test)]

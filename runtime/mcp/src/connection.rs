@@ -1,13 +1,19 @@
 //! One live rmcp client session with a server: connecting over the
 //! configured transport, the client handler that hears
-//! `notifications/tools/list_changed`, tool listing with pagination,
+//! `notifications/tools/list_changed`, progress and log messages, tool
+//! listing with pagination,
 //! filtering and schema normalisation, and what the server says it is for.
 
 use std::sync::Arc;
 
 #[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
 use rmcp::ServiceExt;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ServerPeerInfo};
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ServerPeerInfo,
+};
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::Notify;
@@ -21,18 +27,27 @@ use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSpec};
 use serde_json::Value;
 
 /// The client side of a session: answers the server's requests with rmcp's
-/// defaults and wakes the supervisor on `notifications/tools/list_changed`.
+/// defaults, wakes the supervisor on `notifications/tools/list_changed`,
+/// hands `notifications/progress` to the call that subscribed to its token
+/// and writes the server's log messages to Quiver's log.
 pub struct QuiverClient {
     server: String,
     list_changed: Arc<Notify>,
+    progress: ProgressDispatcher,
 }
 
 impl QuiverClient {
-    /// A handler for `server` that signals `list_changed`.
-    pub fn new(server: impl Into<String>, list_changed: Arc<Notify>) -> QuiverClient {
+    /// A handler for `server` that signals `list_changed` and routes
+    /// progress through `progress`.
+    pub fn new(
+        server: impl Into<String>,
+        list_changed: Arc<Notify>,
+        progress: ProgressDispatcher,
+    ) -> QuiverClient {
         QuiverClient {
             server: server.into(),
             list_changed,
+            progress,
         }
     }
 }
@@ -44,11 +59,61 @@ impl ClientHandler for QuiverClient {
         self.list_changed.notify_one();
     }
 
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // A token no call subscribed to (the call ended, or nobody asked)
+        // is dropped by the dispatcher.
+        self.progress.handle_notification(params).await;
+    }
+
+    // MCP deprecates logging (SEP-2577), but servers speaking the earlier
+    // protocol versions still send it, and an operator wants to see it.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        log_server_message(&self.server, &params);
+    }
+
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("quiver", env!("CARGO_PKG_VERSION")),
         )
+    }
+}
+
+/// Writes a server's `notifications/message` to the log at the nearest
+/// level, under the target `quiver::mcp::server_log`, so that an operator
+/// can raise or silence upstream servers apart from Quiver's own lines.
+#[allow(deprecated)]
+fn log_server_message(server: &str, params: &LoggingMessageNotificationParam) {
+    let logger = params.logger.as_deref().unwrap_or("");
+    let data = match &params.data {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match params.level {
+        LoggingLevel::Debug => {
+            tracing::debug!(target: "quiver::mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Info | LoggingLevel::Notice => {
+            tracing::info!(target: "quiver::mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Warning => {
+            tracing::warn!(target: "quiver::mcp::server_log", server, logger, "{data}")
+        }
+        LoggingLevel::Error
+        | LoggingLevel::Critical
+        | LoggingLevel::Alert
+        | LoggingLevel::Emergency => {
+            tracing::error!(target: "quiver::mcp::server_log", server, logger, "{data}")
+        }
     }
 }
 
@@ -81,9 +146,10 @@ fn connect_error(server: &str, error: impl std::fmt::Display) -> McpError {
 pub async fn connect(
     config: &McpServerConfig,
     list_changed: Arc<Notify>,
+    progress: ProgressDispatcher,
 ) -> Result<Connection, McpError> {
     let server = config.name.as_str();
-    let client = QuiverClient::new(server, list_changed);
+    let client = QuiverClient::new(server, list_changed, progress);
     match &config.transport {
         McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
         McpTransportConfig::Http { url, headers } => {

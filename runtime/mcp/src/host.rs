@@ -9,8 +9,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rmcp::ServiceError;
-use rmcp::model::CallToolRequestParams;
+use futures_util::StreamExt;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{Peer, RoleClient, ServiceError};
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +26,7 @@ use super::result::{McpToolOutput, map_result};
 use super::supervisor::{self, Backoff, Gate, IntegrityEvent, Slot};
 use super::{DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, McpCallError};
 use quiver_tool::integrity::{self, MemoryPins, Pin, PinStore, PinStoreError};
+use quiver_tool::progress::Progress;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::status::{McpStatusView, ServerState, ServerStatus};
 
@@ -315,7 +322,10 @@ impl McpHost {
         };
         let timeout = slot.config.call_timeout;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let request = tokio::time::timeout(timeout, peer.call_tool(params));
+        let request = tokio::time::timeout(
+            timeout,
+            call_reporting_progress(&peer, &slot.progress, params),
+        );
         let outcome = tokio::select! {
             outcome = request => outcome,
             _ = cancel => {
@@ -365,6 +375,130 @@ impl Drop for McpHost {
 impl McpStatusView for McpHost {
     fn servers(&self) -> Vec<ServerStatus> {
         self.status()
+    }
+}
+
+/// Sends `tools/call` and waits for its answer, passing each
+/// `notifications/progress` the server sends for it to the caller's
+/// progress sink ([`quiver_tool::progress`]), when there is one. Dropped
+/// before the answer (timeout, caller cancel), it tells the server with
+/// `notifications/cancelled`.
+async fn call_reporting_progress(
+    peer: &Peer<RoleClient>,
+    dispatcher: &ProgressDispatcher,
+    params: CallToolRequestParams,
+) -> Result<CallToolResult, ServiceError> {
+    let sink = quiver_tool::progress::current();
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
+    let mut abandoned = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    // rmcp gives every request a progress token of its own; only a call
+    // somebody watches subscribes to it.
+    let mut progress = match &sink {
+        Some(_) => Some(dispatcher.subscribe(handle.progress_token.clone()).await),
+        None => None,
+    };
+    let answer = handle.await_response();
+    tokio::pin!(answer);
+    let mut last = None;
+    let answer = loop {
+        tokio::select! {
+            answer = &mut answer => break answer,
+            Some(report) = async {
+                match progress.as_mut() {
+                    Some(progress) => progress.next().await,
+                    None => std::future::pending().await,
+                }
+            } => last = pass_on(sink.as_ref(), report),
+        }
+    };
+    abandoned.id = None;
+    if let (Some(progress), Some(sink)) = (progress.as_mut(), sink.as_ref()) {
+        drain_late_reports(progress, sink, last).await;
+    }
+    match answer? {
+        ServerResult::CallToolResult(result) => Ok(result),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Hands one report to the sink; returns it for the completeness check.
+fn pass_on(
+    sink: Option<&quiver_tool::progress::ProgressSink>,
+    report: rmcp::model::ProgressNotificationParam,
+) -> Option<Progress> {
+    let report = Progress {
+        progress: report.progress,
+        total: report.total,
+        message: report.message,
+    };
+    if let Some(sink) = sink {
+        sink(report.clone());
+    }
+    Some(report)
+}
+
+/// How long a finished call waits for progress reports the server sent
+/// before its answer but that are still on their way to the dispatcher.
+const LATE_PROGRESS_PATIENCE: Duration = Duration::from_millis(50);
+
+/// Passes on the reports sent before the answer that have not arrived yet.
+/// rmcp hands each notification to the handler on a task of its own, so
+/// one sent before the answer can arrive after it. The tasks already
+/// spawned get a few turns; when the last report says work was left
+/// (`progress < total`), the rest get [`LATE_PROGRESS_PATIENCE`].
+async fn drain_late_reports(
+    progress: &mut rmcp::handler::client::progress::ProgressSubscriber,
+    sink: &quiver_tool::progress::ProgressSink,
+    mut last: Option<Progress>,
+) {
+    use futures_util::FutureExt;
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+        while let Some(Some(report)) = progress.next().now_or_never() {
+            last = pass_on(Some(sink), report);
+        }
+    }
+    let unfinished = |last: &Option<Progress>| {
+        last.as_ref()
+            .is_some_and(|p| p.total.is_some_and(|total| p.progress < total))
+    };
+    let deadline = tokio::time::Instant::now() + LATE_PROGRESS_PATIENCE;
+    while unfinished(&last) {
+        match tokio::time::timeout_at(deadline, progress.next()).await {
+            Ok(Some(report)) => last = pass_on(Some(sink), report),
+            _ => break,
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request abandoned before its
+/// answer, as rmcp's own `call_tool` does.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let reason = "the call was abandoned by its caller".to_owned();
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(reason)))
+                .await;
+        });
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
@@ -98,6 +99,10 @@ pub(crate) struct Slot {
     /// How many tools the last review held back, readable without the
     /// integrity lock: a state change reports it while a review holds it.
     quarantined: AtomicUsize,
+    /// Routes the server's progress notifications to the calls waiting
+    /// for them, across reconnects (a token is only ever heard on the
+    /// session its call went out on).
+    pub(crate) progress: ProgressDispatcher,
     /// Every state change, for whoever reports them (the startup summary).
     changes: broadcast::Sender<ServerStatus>,
 }
@@ -119,6 +124,7 @@ impl Slot {
             reconnects: AtomicU32::new(0),
             integrity: Mutex::new(Integrity::default()),
             quarantined: AtomicUsize::new(0),
+            progress: ProgressDispatcher::new(),
             changes,
         };
         slot.record_state(&state);
@@ -302,8 +308,9 @@ pub(crate) fn republish(
 async fn connect_and_list(
     config: &McpServerConfig,
     list_changed: Arc<Notify>,
+    progress: ProgressDispatcher,
 ) -> Result<(Connection, Vec<ToolSpec>), McpError> {
-    let connection = connection::connect(config, list_changed).await?;
+    let connection = connection::connect(config, list_changed, progress).await?;
     let specs = connection::list_tools(config, &connection.peer()).await?;
     Ok((connection, specs))
 }
@@ -327,7 +334,7 @@ pub(crate) async fn run(
         let timeout = slot.config.connect_timeout;
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
-            outcome = tokio::time::timeout(timeout, connect_and_list(&slot.config, list_changed.clone())) => outcome,
+            outcome = tokio::time::timeout(timeout, connect_and_list(&slot.config, list_changed.clone(), slot.progress.clone())) => outcome,
         };
         let error = match attempt {
             Ok(Ok((connection, specs))) => {

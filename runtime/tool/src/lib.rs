@@ -2,12 +2,14 @@
 //! ([`tool`]), how it is named ([`naming`]), which tools a session may see
 //! ([`scope`]), the live tools of every source ([`registry`]), how sources
 //! report their state ([`status`]), token counts ([`tokens`]), the
-//! contract that runs a tool ([`executor`]) and the pinning and screening
-//! of tool definitions ([`integrity`]).
+//! contract that runs a tool ([`executor`]), a running call's progress
+//! ([`progress`]) and the pinning and screening of tool definitions
+//! ([`integrity`]).
 
 pub mod executor;
 pub mod integrity;
 pub mod naming;
+pub mod progress;
 pub mod registry;
 pub mod scope;
 pub mod status;

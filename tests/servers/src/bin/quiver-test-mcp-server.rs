@@ -32,6 +32,14 @@
 //! - `miscount`: declares an output schema `{"count": integer}` and returns
 //!   `{"count": "many"}`, which does not match it.
 //!
+//! With `--chatty`, tools that talk while they work:
+//!
+//! - `count_up {steps}`: sends `notifications/progress` for each step (to
+//!   the request's progress token, when it has one), then returns
+//!   `counted N`;
+//! - `say {level, text}`: sends `text` as a `notifications/message` log
+//!   message at `level`, then returns `said`.
+//!
 //! Flags: `--initialize-delay-ms MS` answers `initialize` that much later
 //! (a server slow to start), `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
 //! `tools/list`, `--bad-schemas` adds tools with malformed input schemas,
@@ -39,6 +47,10 @@
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
+
+// `say` sends MCP log messages, deprecated by SEP-2577 but still sent by
+// servers of the earlier protocol versions, which Quiver must keep hearing.
+#![allow(deprecated)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -48,7 +60,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -93,6 +106,9 @@ struct Args {
     /// Add the tools with titles, hints and output schemas (see above).
     #[arg(long)]
     rich: bool,
+    /// Add `count_up` (progress) and `say` (log messages), see above.
+    #[arg(long)]
+    chatty: bool,
     /// Answer `initialize` this many milliseconds late.
     #[arg(long, default_value_t = 0)]
     initialize_delay_ms: u64,
@@ -228,6 +244,18 @@ impl TestServer {
         if self.args.rich {
             tools.extend(rich_tools());
         }
+        if self.args.chatty {
+            tools.push(tool(
+                "count_up",
+                "Count to a number of steps, reporting progress at each.",
+                json!({"type": "object", "properties": {"steps": {"type": "integer"}}, "required": ["steps"]}),
+            ));
+            tools.push(tool(
+                "say",
+                "Write a log message at a level.",
+                json!({"type": "object", "properties": {"level": {"type": "string"}, "text": {"type": "string"}}, "required": ["level", "text"]}),
+            ));
+        }
         for index in 0..self.args.tools {
             tools.push(tool(
                 &format!("tool_{index}"),
@@ -346,6 +374,7 @@ impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         let info = ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -471,6 +500,41 @@ impl ServerHandler for TestServer {
                     (Some(a), Some(b)) => CallToolResult::structured(json!({"sum": a + b})),
                     _ => return Err(ErrorData::invalid_params("sum needs numbers a and b", None)),
                 }
+            }
+            "count_up" if self.args.chatty => {
+                let steps = request
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("steps"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(1_000);
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=steps {
+                        let mut params = ProgressNotificationParam::new(token.clone(), step as f64);
+                        params.total = Some(steps as f64);
+                        params.message = Some(format!("step {step} of {steps}"));
+                        if let Err(error) = context.peer.notify_progress(params).await {
+                            eprintln!("cannot send progress: {error}");
+                        }
+                    }
+                }
+                CallToolResult::success(vec![ContentBlock::text(format!("counted {steps}"))])
+            }
+            "say" if self.args.chatty => {
+                let level = match string_arg(&request, "level").as_deref() {
+                    Some("debug") => LoggingLevel::Debug,
+                    Some("warning") => LoggingLevel::Warning,
+                    Some("error") => LoggingLevel::Error,
+                    _ => LoggingLevel::Info,
+                };
+                let text = string_arg(&request, "text").unwrap_or_default();
+                let mut params = LoggingMessageNotificationParam::new(level, json!(text));
+                params.logger = Some("test-logger".to_owned());
+                if let Err(error) = context.peer.notify_logging_message(params).await {
+                    eprintln!("cannot send a log message: {error}");
+                }
+                CallToolResult::success(vec![ContentBlock::text("said")])
             }
             "miscount" if self.args.rich => CallToolResult::structured(json!({"count": "many"})),
             name if self.tools().iter().any(|t| t.name == name) => {
