@@ -117,6 +117,7 @@ mod plugin_tools_appear_in_tool_search;
 mod plugin_trust_checks_refuse_writable_files;
 mod plugin_typed_schemas_match_the_hand_written_ones;
 mod plugin_watcher_reads_nothing_while_idle;
+mod same_name_plugin_and_server_are_told_apart;
 mod serve_finds_its_config;
 mod serve_prints_a_startup_summary;
 mod serve_runs_on_the_embedded_default;

@@ -21,6 +21,9 @@ use quiver_tool::tool::{Tool, ToolSource};
 #[derive(Debug)]
 pub struct CatalogGroup {
     source: ToolSource,
+    /// `plugin-NAME` / `mcp-NAME` when a plugin and an MCP server of the
+    /// catalog share a name, so that the listing and notes tell them apart.
+    label: Option<String>,
     tools: Vec<Arc<Tool>>,
     totals: GroupTotals,
     description: Option<Arc<str>>,
@@ -51,9 +54,14 @@ impl GroupTotals {
 }
 
 impl CatalogGroup {
-    /// The server or plugin name.
+    /// The server or plugin name; its toolset (`plugin-time`, `mcp-time`)
+    /// when a plugin and a server of the same name are both in the catalog.
+    /// `server:` filters take either.
     pub fn name(&self) -> &str {
-        self.source.group().unwrap_or("core")
+        match &self.label {
+            Some(label) => label,
+            None => self.source.group().unwrap_or("core"),
+        }
     }
 
     /// The source (plugin or MCP server).
@@ -201,6 +209,7 @@ impl Catalog {
             if !deferred.is_empty() {
                 groups.push(CatalogGroup {
                     source: source.clone(),
+                    label: None,
                     tools: deferred,
                     totals,
                     description: group.description().cloned(),
@@ -209,6 +218,14 @@ impl Catalog {
         }
         eager.sort_by(|a, b| a.name().cmp(b.name()));
         groups.sort_by(|a, b| (a.name(), a.source.kind()).cmp(&(b.name(), b.source.kind())));
+        // Sorted by name, a plugin and a server sharing one are neighbours.
+        for at in 1..groups.len() {
+            if groups[at - 1].source.group() == groups[at].source.group() {
+                for shared in [at - 1, at] {
+                    groups[shared].label = Some(groups[shared].source.toolset());
+                }
+            }
+        }
         let deferred_count = groups.iter().map(|g| g.tools.len()).sum();
         let deferred_definition_chars = groups.iter().map(|g| g.totals.definition_chars).sum();
         Catalog {

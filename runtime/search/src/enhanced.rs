@@ -1397,7 +1397,12 @@ impl EnhancedIndex {
             servers.is_empty()
                 || self.tool(doc).is_some_and(|tool| {
                     let group = tool.source().group().unwrap_or("");
-                    servers.iter().any(|s| s.eq_ignore_ascii_case(group))
+                    // `server:time` takes a plugin and a server of that
+                    // name; `server:mcp-time` only the server.
+                    let toolset = tool.source().toolset();
+                    servers
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(group) || s.eq_ignore_ascii_case(&toolset))
                 })
         };
 
