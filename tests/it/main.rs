@@ -33,6 +33,7 @@ mod daemon_agent_turn_finds_and_calls_deferred_tools;
 mod daemon_api_errors_are_json;
 mod daemon_approval_through_the_api;
 mod daemon_concurrent_sessions_never_mix;
+mod daemon_config_reload_keeps_serving;
 mod daemon_connection_limits_hold_under_a_flood;
 mod daemon_every_error_answer_is_json;
 mod daemon_gateway_session_ids_are_reserved;

@@ -77,6 +77,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
                 approver: Some(approver),
                 watch_plugins: false,
                 config_file: args.config.clone(),
+                overrides: Default::default(),
             },
         )
         .await?;

@@ -81,6 +81,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 approver: Some(Arc::new(approver)),
                 watch_plugins: true,
                 config_file: args.config.clone(),
+                overrides: Default::default(),
             },
         )
         .await?;

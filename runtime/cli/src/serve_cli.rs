@@ -1,7 +1,8 @@
 //! `quiver serve`: runs the daemon. Over HTTP (the API under `/v1` and the
 //! MCP gateway at `/mcp`, on loopback unless `--allow-non-loopback`), or
 //! as an MCP server on stdin/stdout with `--stdio` (for `claude mcp add`
-//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM.
+//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM; SIGHUP
+//! reloads the config (`Daemon::reload`, as `POST /v1/reload` does).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use quiver_daemon::config::Config;
 use quiver_daemon::gateway::{GatewayHandler, GatewayIdentity};
-use quiver_daemon::{Daemon, DaemonOptions, api, auth, locks};
+use quiver_daemon::{ConfigOverrides, Daemon, DaemonOptions, api, auth, locks};
 use quiver_dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
@@ -91,12 +92,11 @@ pub(crate) struct ServeArgs {
 /// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     let mut config = crate::load_config(args.config.as_deref())?.config;
-    if let Some(listen) = args.listen {
-        config.serve.listen = listen;
-    }
-    if let Some(dir) = &args.state_dir {
-        config.serve.state_dir = Some(dir.clone());
-    }
+    let overrides = ConfigOverrides {
+        listen: args.listen,
+        state_dir: args.state_dir.clone(),
+    };
+    overrides.apply(&mut config);
     if !args.stdio && !config.serve.listen.ip().is_loopback() && !args.allow_non_loopback {
         bail!(
             "refusing to listen on {}: not a loopback address; pass --allow-non-loopback to accept connections from other machines",
@@ -113,9 +113,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, args.config, args.grants, args.dev).await
+            serve_stdio(config, args.config, overrides, args.grants, args.dev).await
         } else {
-            serve_http(config, args.config, args.allow_non_loopback, args.dev).await
+            serve_http(
+                config,
+                args.config,
+                overrides,
+                args.allow_non_loopback,
+                args.dev,
+            )
+            .await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -128,6 +135,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 async fn serve_stdio(
     config: Config,
     config_file: Option<PathBuf>,
+    overrides: ConfigOverrides,
     grants: Vec<String>,
     dev: bool,
 ) -> Result<()> {
@@ -144,9 +152,12 @@ async fn serve_stdio(
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
             config_file,
+            overrides,
         },
     )
     .await?;
+    // stdout carries the protocol: reload outcomes go to stderr only.
+    let reloads = watch_for_reloads(daemon.clone(), CancellationToken::new())?;
     let handler = GatewayHandler::fixed(
         daemon.clone(),
         GatewayIdentity {
@@ -163,6 +174,7 @@ async fn serve_stdio(
         }
     };
     let outcome = running.waiting().await;
+    reloads.abort();
     daemon.shutdown().await;
     outcome.context("MCP session on stdio failed")?;
     // stdin's blocking reader may still hold the runtime; the session is over.
@@ -172,6 +184,7 @@ async fn serve_stdio(
 async fn serve_http(
     config: Config,
     config_file: Option<PathBuf>,
+    overrides: ConfigOverrides,
     any_host: bool,
     dev: bool,
 ) -> Result<()> {
@@ -183,6 +196,7 @@ async fn serve_http(
             approver: None,
             watch_plugins: true,
             config_file,
+            overrides,
         },
     )
     .await?;
@@ -217,6 +231,10 @@ fn lock_state_dir(state_dir: &Path) -> Result<locks::FileLock> {
 /// Serves the started `daemon` on `listen` until a signal.
 async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
     let token = auth::load_or_create_token(daemon.state_dir())?;
+    let shutdown = CancellationToken::new();
+    // Watched before anyone can learn where the daemon listens, so a
+    // SIGHUP sent as soon as it is up reloads instead of ending it.
+    watch_for_reloads(daemon.clone(), shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -239,7 +257,6 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
         )?;
         out.flush()?;
     }
-    let shutdown = CancellationToken::new();
     let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
     let signal = shutdown.clone();
     tokio::spawn(async move {
@@ -274,6 +291,47 @@ async fn forced_stop(shutdown: &CancellationToken) {
             );
         }
     }
+}
+
+/// Reloads the config on every SIGHUP until `stop` fires, saying on
+/// stderr (and in the log) what was applied or why it was refused.
+fn watch_for_reloads(
+    daemon: Arc<Daemon>,
+    stop: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                received = hangups.recv() => if received.is_none() { break },
+            }
+            match daemon.reload().await {
+                Ok(report) => {
+                    let changed = if report.changed.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        report.changed.join(", ")
+                    };
+                    eprintln!(
+                        "quiver: SIGHUP: config {} reloaded (generation {}); changed: {changed}{}",
+                        report.file,
+                        report.generation,
+                        if report.restart_required.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                "; needs a restart to change: {}",
+                                report.restart_required.join(", ")
+                            )
+                        }
+                    );
+                }
+                Err(error) => eprintln!("quiver: SIGHUP: {error}"),
+            }
+        }
+    }))
 }
 
 async fn wait_for_signal() {

@@ -6,7 +6,8 @@
 //! | method and path | what |
 //! |---|---|
 //! | `GET /v1/health` | liveness, version, uptime |
-//! | `GET /v1/status` | plugins, MCP servers, models, sessions |
+//! | `GET /v1/status` | plugins, MCP servers, models, sessions, config generation and last reload |
+//! | `POST /v1/reload` | reads the config file again and applies it (as SIGHUP does); a config with errors is refused (`422 config_refused`, every error in `data.errors`) and the old one keeps serving |
 //! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
 //! | `GET /v1/sessions/{id}` | a session and its messages |
 //! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome |
@@ -71,6 +72,8 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// More about it, when there is more (`data` of the JSON body).
+    data: Option<Value>,
 }
 
 impl ApiError {
@@ -79,6 +82,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            data: None,
         }
     }
 }
@@ -92,8 +96,10 @@ impl From<DaemonError> for ApiError {
             | DaemonError::Scope(_)
             | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
             DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
+            DaemonError::ConfigRefused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             DaemonError::TurnBusy(_)
             | DaemonError::NoModel(_)
+            | DaemonError::SessionModelGone { .. }
             | DaemonError::NotAChat(_)
             | DaemonError::GatewaySessionTaken { .. } => StatusCode::CONFLICT,
             DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
@@ -103,7 +109,16 @@ impl From<DaemonError> for ApiError {
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, error.code(), error.to_string())
+        let data = match &error {
+            DaemonError::ConfigRefused { file, errors } => {
+                Some(json!({"file": file, "errors": errors}))
+            }
+            _ => None,
+        };
+        ApiError {
+            data,
+            ..ApiError::new(status, error.code(), error.to_string())
+        }
     }
 }
 
@@ -159,11 +174,11 @@ impl From<PathRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status,
-            Json(json!({"error": self.code, "message": self.message})),
-        )
-            .into_response();
+        let mut body = json!({"error": self.code, "message": self.message});
+        if let Some(data) = self.data {
+            body["data"] = data;
+        }
+        let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -205,6 +220,7 @@ pub fn router(
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
+        .route("/v1/reload", post(reload))
         .route("/v1/sessions", get(list_sessions).post(create_session))
         .route("/v1/sessions/{id}", get(get_session))
         .route(
@@ -379,6 +395,10 @@ async fn health(State(state): State<ApiState>) -> Json<Value> {
 
 async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(state.daemon.status()?))
+}
+
+async fn reload(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!(state.daemon.reload().await?)))
 }
 
 async fn list_sessions(State(state): State<ApiState>) -> ApiResult<Json<Value>> {

@@ -284,10 +284,8 @@ impl ServerHandler for GatewayHandler {
             .daemon
             .assemble(&live.session, live.record.context_tokens);
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let dispatch =
-            self.daemon
-                .dispatcher()
-                .dispatch(&live.session, &assembly, &request.name, &arguments);
+        let dispatcher = self.daemon.dispatcher();
+        let dispatch = dispatcher.dispatch(&live.session, &assembly, &request.name, &arguments);
         let result = tokio::select! {
             result = dispatch => result,
             () = context.ct.cancelled() => {

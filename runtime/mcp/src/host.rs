@@ -3,10 +3,14 @@
 //!
 //! [`McpHost::start`] returns at once; servers connect in the background
 //! and their tools appear in the registry as they arrive.
+//! [`McpHost::reconfigure`] applies a new server list (a config reload):
+//! servers removed or changed are stopped (their tools leave the
+//! registry), servers added or changed are started, and the others keep
+//! their connection.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::ServiceError;
@@ -40,12 +44,40 @@ impl Default for McpHostOptions {
     }
 }
 
+/// One configured server: its shared state and, when enabled, the
+/// supervisor task running it with the token that stops it alone.
+struct Server {
+    slot: Arc<Slot>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+/// What [`McpHost::reconfigure`] changed, by server name (sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct McpChanges {
+    /// Servers started that were not configured before.
+    pub added: Vec<String>,
+    /// Servers stopped that are no longer configured.
+    pub removed: Vec<String>,
+    /// Servers whose settings changed: stopped, then started anew.
+    pub changed: Vec<String>,
+}
+
+impl McpChanges {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
 /// Every configured MCP server.
 pub struct McpHost {
     registry: Arc<ToolRegistry>,
-    slots: BTreeMap<String, Arc<Slot>>,
+    options: McpHostOptions,
+    servers: RwLock<BTreeMap<String, Server>>,
+    /// Serialises reconfigurations and shutdown.
+    changing: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl McpHost {
@@ -56,29 +88,115 @@ impl McpHost {
         servers: impl IntoIterator<Item = McpServerConfig>,
         options: McpHostOptions,
     ) -> McpHost {
-        let shutdown = CancellationToken::new();
-        let mut slots = BTreeMap::new();
-        let mut tasks = Vec::new();
-        for config in servers {
-            let slot = Arc::new(Slot::new(config));
-            if slot.config.enabled {
-                tasks.push(tokio::spawn(supervisor::run(
-                    slot.clone(),
-                    registry.clone(),
-                    options.backoff,
-                    shutdown.child_token(),
-                )));
-            } else {
-                tracing::info!(server = %slot.config.name, "MCP server disabled");
-            }
-            slots.insert(slot.config.name.clone(), slot);
-        }
-        McpHost {
+        let host = McpHost {
             registry,
-            slots,
-            shutdown,
-            tasks: Mutex::new(tasks),
+            options,
+            servers: RwLock::new(BTreeMap::new()),
+            changing: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+        };
+        let started: BTreeMap<String, Server> = servers
+            .into_iter()
+            .map(|config| (config.name.clone(), host.launch(config)))
+            .collect();
+        *host.write_servers() = started;
+        host
+    }
+
+    /// A server's slot, with its supervisor task when it is enabled.
+    fn launch(&self, config: McpServerConfig) -> Server {
+        let slot = Arc::new(Slot::new(config));
+        let stop = self.shutdown.child_token();
+        let task = if slot.config.enabled {
+            Some(tokio::spawn(supervisor::run(
+                slot.clone(),
+                self.registry.clone(),
+                self.options.backoff,
+                stop.clone(),
+            )))
+        } else {
+            tracing::info!(server = %slot.config.name, "MCP server disabled");
+            None
+        };
+        Server { slot, stop, task }
+    }
+
+    fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Server>> {
+        self.servers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_servers(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Server>> {
+        self.servers.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, server: &str) -> Option<Arc<Slot>> {
+        self.read_servers().get(server).map(|s| s.slot.clone())
+    }
+
+    /// Makes `servers` the configured set: a server no longer listed, or
+    /// listed with other settings, is stopped first (its process ended,
+    /// its tools out of the registry), then the new and changed ones are
+    /// started; servers listed with the same settings keep running
+    /// untouched. Returns at once after the stops; new servers connect in
+    /// the background, as at start.
+    pub async fn reconfigure(
+        &self,
+        servers: impl IntoIterator<Item = McpServerConfig>,
+    ) -> McpChanges {
+        let _serial = self.changing.lock().await;
+        let wanted: BTreeMap<String, McpServerConfig> = servers
+            .into_iter()
+            .map(|config| (config.name.clone(), config))
+            .collect();
+        let mut changes = McpChanges::default();
+        let stopping: Vec<Server> = {
+            let mut current = self.write_servers();
+            let leaving: Vec<String> = current
+                .iter()
+                .filter(|(name, server)| wanted.get(*name) != Some(&server.slot.config))
+                .map(|(name, _)| name.clone())
+                .collect();
+            leaving
+                .into_iter()
+                .filter_map(|name| {
+                    if wanted.contains_key(&name) {
+                        changes.changed.push(name.clone());
+                    } else {
+                        changes.removed.push(name.clone());
+                    }
+                    current.remove(&name)
+                })
+                .collect()
+        };
+        for server in stopping {
+            server.stop.cancel();
+            if let Some(task) = server.task {
+                let _ = task.await;
+            }
+            tracing::info!(server = %server.slot.config.name, "MCP server stopped by a config reload");
         }
+        if self.shutdown.is_cancelled() {
+            return changes;
+        }
+        let mut current = self.write_servers();
+        for (name, config) in wanted {
+            if current.contains_key(&name) {
+                continue;
+            }
+            if !changes.changed.contains(&name) {
+                changes.added.push(name.clone());
+            }
+            current.insert(name, self.launch(config));
+        }
+        changes
+    }
+
+    /// The configured servers' settings, sorted by name.
+    pub fn configs(&self) -> Vec<McpServerConfig> {
+        self.read_servers()
+            .values()
+            .map(|s| s.slot.config.clone())
+            .collect()
     }
 
     /// The registry the servers' tools go to.
@@ -88,12 +206,15 @@ impl McpHost {
 
     /// One server's status.
     pub fn server_status(&self, server: &str) -> Option<ServerStatus> {
-        self.slots.get(server).map(|slot| slot.status())
+        self.slot(server).map(|slot| slot.status())
     }
 
     /// Every server's status, sorted by name.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.slots.values().map(|slot| slot.status()).collect()
+        self.read_servers()
+            .values()
+            .map(|server| server.slot.status())
+            .collect()
     }
 
     /// Waits until no server is on its first connection attempt, or until
@@ -135,8 +256,7 @@ impl McpHost {
         cancel: impl Future<Output = ()>,
     ) -> Result<McpToolOutput, McpCallError> {
         let slot = self
-            .slots
-            .get(server)
+            .slot(server)
             .ok_or_else(|| McpCallError::UnknownServer {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -184,7 +304,12 @@ impl McpHost {
     /// supervisor tasks.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        let _serial = self.changing.lock().await;
+        let tasks: Vec<JoinHandle<()>> = self
+            .write_servers()
+            .values_mut()
+            .filter_map(|server| server.task.take())
+            .collect();
         for task in tasks {
             let _ = task.await;
         }

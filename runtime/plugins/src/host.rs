@@ -253,7 +253,8 @@ struct State {
 /// the dispatch path.
 pub struct PluginHost {
     registry: Arc<ToolRegistry>,
-    options: PluginHostOptions,
+    /// Replaced whole by a config reload ([`PluginHost::reconfigure`]).
+    options: RwLock<Arc<PluginHostOptions>>,
     state: RwLock<State>,
     reloads: Mutex<()>,
     loaded_total: AtomicU64,
@@ -262,7 +263,7 @@ pub struct PluginHost {
 impl std::fmt::Debug for PluginHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginHost")
-            .field("options", &self.options)
+            .field("options", &self.options())
             .finish_non_exhaustive()
     }
 }
@@ -276,7 +277,7 @@ impl PluginHost {
         files::prepare_state_dir(&options.state_dir)?;
         Ok(PluginHost {
             registry,
-            options,
+            options: RwLock::new(Arc::new(options)),
             state: RwLock::new(State::default()),
             reloads: Mutex::new(()),
             loaded_total: AtomicU64::new(0),
@@ -288,9 +289,41 @@ impl PluginHost {
         &self.registry
     }
 
-    /// The options.
-    pub fn options(&self) -> &PluginHostOptions {
-        &self.options
+    /// The options in force.
+    pub fn options(&self) -> Arc<PluginHostOptions> {
+        self.options
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Applies new options and plugin directories (a config reload): the
+    /// options serve the next load and call; every known plugin file
+    /// outside `dirs`, or no longer accepted (`plugins.include`), is
+    /// removed, its tools leaving the registry; then every file of `dirs`
+    /// is loaded (a file whose content did not change keeps its
+    /// generation). The copies' directory (`state_dir`) is the one the host
+    /// was made with. Returns the files removed and the load outcomes.
+    pub fn reconfigure(
+        &self,
+        options: PluginHostOptions,
+        dirs: &[PathBuf],
+    ) -> (Vec<PathBuf>, Vec<(PathBuf, ReloadOutcome)>) {
+        let options = PluginHostOptions {
+            state_dir: self.options().state_dir.clone(),
+            ..options
+        };
+        *self.options.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(options);
+        let known: Vec<PathBuf> = self.read_state().files.keys().cloned().collect();
+        let mut removed = Vec::new();
+        for file in known {
+            let in_dirs = file.parent().is_some_and(|p| dirs.iter().any(|d| d == p));
+            if (!in_dirs || !self.accepts(&file)) && self.remove_path(&file) {
+                removed.push(file);
+            }
+        }
+        let loaded = self.load_dirs(dirs);
+        (removed, loaded)
     }
 
     /// Generations loaded by this host so far (none is ever unloaded).
@@ -303,7 +336,7 @@ impl PluginHost {
     pub fn accepts(&self, path: &Path) -> bool {
         is_plugin_file(path)
             && self
-                .options
+                .options()
                 .include
                 .as_ref()
                 .is_none_or(|set| path.file_name().is_some_and(|name| set.is_match(name)))
@@ -373,9 +406,9 @@ impl PluginHost {
         let candidate = files::read_candidate(
             path,
             ReadLimits {
-                dev: self.options.dev,
-                stable_wait: self.options.stable_wait,
-                max_bytes: self.options.max_file_bytes,
+                dev: self.options().dev,
+                stable_wait: self.options().stable_wait,
+                max_bytes: self.options().max_file_bytes,
             },
         )?;
         let refused = self
@@ -411,7 +444,7 @@ impl PluginHost {
             (previous, entry.map_or(0, |e| e.generations) + 1)
         };
         let key = pin_key(path);
-        if let Some(expected) = self.options.pin.get(&key)
+        if let Some(expected) = self.options().pin.get(&key)
             && *expected != candidate.sha256
         {
             return Err(PluginError::PinMismatch {
@@ -422,15 +455,15 @@ impl PluginHost {
             });
         }
         let sequence = self.loaded_total.fetch_add(1, Ordering::Relaxed) + 1;
-        if sequence > self.options.reload_warn_after {
+        if sequence > self.options().reload_warn_after {
             tracing::warn!(
                 loaded = sequence,
-                reload_warn_after = self.options.reload_warn_after,
+                reload_warn_after = self.options().reload_warn_after,
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
         let generation =
-            match Generation::load(&candidate, &self.options.state_dir, number, sequence) {
+            match Generation::load(&candidate, &self.options().state_dir, number, sequence) {
                 Ok(generation) => Arc::new(generation),
                 Err(error) => {
                     self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
@@ -606,14 +639,14 @@ impl PluginHost {
         let running = generation.clone();
         let owned_tool = tool.to_owned();
         let task = tokio::task::spawn_blocking(move || running.call(&owned_tool, &arguments));
-        let outcome = tokio::time::timeout(self.options.call_timeout, task).await;
+        let outcome = tokio::time::timeout(self.options().call_timeout, task).await;
         let result = match outcome {
             Err(_) => {
                 self.record_timeout(&file, &generation);
                 return Err(PluginCallError::Timeout {
                     plugin: generation.name().to_owned(),
                     tool: tool.to_owned(),
-                    timeout_ms: self.options.call_timeout.as_millis() as u64,
+                    timeout_ms: self.options().call_timeout.as_millis() as u64,
                 });
             }
             Ok(Err(join)) => {
@@ -638,7 +671,7 @@ impl PluginHost {
                 .is_some_and(|g| Arc::ptr_eq(g, generation))
         {
             entry.consecutive_timeouts += 1;
-            if entry.consecutive_timeouts >= self.options.unhealthy_after && !entry.unhealthy {
+            if entry.consecutive_timeouts >= self.options().unhealthy_after && !entry.unhealthy {
                 entry.unhealthy = true;
                 tracing::error!(
                     plugin = generation.name(),
