@@ -48,6 +48,7 @@ mod daemon_requests_without_the_token_are_refused;
 mod daemon_restart_keeps_sessions;
 mod daemon_search_loop_guard_ends_the_turn;
 mod daemon_session_grant_limits_tools;
+mod daemon_sessions_are_deleted_and_switched;
 mod daemon_stops_promptly_on_sigterm;
 mod dispatch_approval_times_out_and_denies;
 mod dispatch_bridge_calls_are_recorded_without_tool_hooks;

@@ -10,6 +10,8 @@
 //! | `POST /v1/reload` | reads the config file again and applies it (as SIGHUP does); a config with errors is refused (`422 config_refused`, every error in `data.errors`) and the old one keeps serving |
 //! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
 //! | `GET /v1/sessions/{id}` | a session and its messages |
+//! | `PATCH /v1/sessions/{id}` | `{model?, grants?, context_tokens?}`: switches the model or the grant (a subagent's within its parent's) |
+//! | `DELETE /v1/sessions/{id}` | deletes the session, its messages and its subagents |
 //! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome |
 //! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first) |
 //! | `GET /v1/sessions/{id}/catalog`, `GET /v1/catalog` | the assembled tools, tier and listing (`?context_tokens=`, `?grant=a,b`) |
@@ -38,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::gateway::{GatewayHandler, GatewayIdentity};
-use super::{Daemon, DaemonError, NewSession};
+use super::{Daemon, DaemonError, NewSession, SessionChange};
 use quiver_dispatch::Decision;
 use quiver_dispatch::approval::queue::AnswerError;
 use quiver_store::{EventRecord, Store, StoreError};
@@ -93,6 +95,7 @@ impl From<DaemonError> for ApiError {
             DaemonError::UnknownSession(_) => StatusCode::NOT_FOUND,
             DaemonError::UnknownModel { .. }
             | DaemonError::BadRequest(_)
+            | DaemonError::UnknownGrant { .. }
             | DaemonError::Scope(_)
             | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
             DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
@@ -222,7 +225,12 @@ pub fn router(
         .route("/v1/status", get(status))
         .route("/v1/reload", post(reload))
         .route("/v1/sessions", get(list_sessions).post(create_session))
-        .route("/v1/sessions/{id}", get(get_session))
+        .route(
+            "/v1/sessions/{id}",
+            get(get_session)
+                .patch(update_session)
+                .delete(delete_session),
+        )
         .route(
             "/v1/sessions/{id}/messages",
             post(post_message).get(get_messages),
@@ -412,6 +420,24 @@ async fn create_session(
     let request: NewSession = object_body(body)?;
     let record = state.daemon.create_session(request)?;
     Ok((StatusCode::CREATED, Json(json!(record))))
+}
+
+async fn update_session(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let change: SessionChange = object_body(body)?;
+    Ok(Json(json!(state.daemon.update_session(&id, change)?)))
+}
+
+async fn delete_session(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    Ok(Json(json!({"deleted": state.daemon.delete_session(&id)?})))
 }
 
 async fn get_session(
@@ -804,6 +830,7 @@ async fn create_client(
         ));
     }
     Scope::new(client.grants.iter().cloned()).map_err(DaemonError::from)?;
+    state.daemon.check_grants(&client.grants)?;
     let token = format!("{CLIENT_TOKEN_PREFIX}{}", auth::random_hex(32));
     let stored = state.daemon.store().add_gateway_client(
         &client.name,

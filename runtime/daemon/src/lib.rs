@@ -135,6 +135,16 @@ pub enum DaemonError {
     /// A gateway session cannot run turns.
     #[error("session `{0}` is an MCP gateway session, not a chat")]
     NotAChat(String),
+    /// A grant names no known toolset and matches no tool.
+    #[error(
+        "grant `{grant}` matches no toolset and no tool; known toolsets: {known} (a grant is a toolset or a glob over toolsets and tool names)"
+    )]
+    UnknownGrant {
+        /// The grant as given.
+        grant: String,
+        /// The toolsets there are, comma-joined.
+        known: String,
+    },
     /// A request is malformed.
     #[error("{0}")]
     BadRequest(String),
@@ -180,6 +190,7 @@ impl DaemonError {
             DaemonError::NotAChat(_) => "not_a_chat_session",
             DaemonError::GatewaySessionTaken { .. } => "session_id_taken",
             DaemonError::BadRequest(_) => "bad_request",
+            DaemonError::UnknownGrant { .. } => "unknown_grant",
             DaemonError::ConfigRefused { .. } => "config_refused",
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
@@ -284,6 +295,22 @@ pub struct NewSession {
     /// The parent session, for a subagent (granted a subset of the parent's grant).
     #[serde(default)]
     pub parent: Option<String>,
+}
+
+/// What a `PATCH` of a session changes; absent fields stay.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionChange {
+    /// Another model (a name under `models`); its context window comes
+    /// with it unless `context_tokens` is given.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Another grant (a subagent's stays within its parent's).
+    #[serde(default, alias = "toolsets")]
+    pub grants: Option<Vec<String>>,
+    /// Another context window.
+    #[serde(default)]
+    pub context_tokens: Option<u64>,
 }
 
 /// The running daemon.
@@ -955,6 +982,7 @@ impl Daemon {
             (None, None) => vec!["*".to_owned()],
         };
         Scope::new(grants.iter().cloned())?;
+        self.check_grants(&grants)?;
         let applied = self.applied();
         let model = match request.model {
             Some(name) => {
@@ -966,13 +994,7 @@ impl Daemon {
                 .and_then(|p| p.record.model.clone())
                 .or_else(|| applied.config.models.default_model.clone()),
         };
-        if let Some(asked) = request.context_tokens
-            && !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&asked)
-        {
-            return Err(DaemonError::BadRequest(format!(
-                "`context_tokens` {asked} is outside {MIN_CONTEXT_TOKENS}..{MAX_CONTEXT_TOKENS}"
-            )));
-        }
+        check_context_tokens(request.context_tokens)?;
         let context_tokens = request
             .context_tokens
             .or_else(|| {
@@ -999,6 +1021,176 @@ impl Daemon {
         self.store.create_session(&record)?;
         self.publish(live);
         Ok(record)
+    }
+
+    /// The toolsets a grant may name now: `core`, every toolset with tools
+    /// in the registry, and every configured MCP server's (connected or
+    /// not), sorted.
+    pub fn known_toolsets(&self) -> Vec<String> {
+        let mut known: std::collections::BTreeSet<String> = self
+            .registry
+            .snapshot()
+            .tools()
+            .map(|t| t.source().toolset())
+            .collect();
+        known.insert("core".to_owned());
+        known.extend(self.mcp.configs().iter().map(|s| format!("mcp-{}", s.name)));
+        known.into_iter().collect()
+    }
+
+    /// Refuses a grant that can match nothing: each must match a known
+    /// toolset or a tool of the registry, or be a tool glob of an MCP
+    /// server that is configured but has no tools yet (still connecting).
+    pub fn check_grants(&self, grants: &[String]) -> Result<(), DaemonError> {
+        let known = self.known_toolsets();
+        let snapshot = self.registry.snapshot();
+        let waiting: Vec<String> = self
+            .mcp
+            .configs()
+            .iter()
+            .map(|s| format!("mcp_{}_", quiver_tool::naming::sanitize(&s.name)))
+            .collect();
+        for grant in grants {
+            let scope = Scope::new([grant.clone()])?;
+            let matches = grant == "*"
+                || known.iter().any(|toolset| scope.grants_text(toolset))
+                || snapshot.tools().any(|tool| scope.allows(tool))
+                || waiting
+                    .iter()
+                    .any(|prefix| grant.starts_with(prefix.as_str()));
+            if !matches {
+                return Err(DaemonError::UnknownGrant {
+                    grant: grant.clone(),
+                    known: known.join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes session `id` with its messages, and its subagents (theirs
+    /// first); returns the ids deleted. Refused while a turn runs in any
+    /// of them ([`DaemonError::TurnBusy`]). Their activity log entries stay.
+    pub fn delete_session(&self, id: &str) -> Result<Vec<String>, DaemonError> {
+        if self.store.session(id)?.is_none() {
+            return Err(DaemonError::UnknownSession(id.to_owned()));
+        }
+        // Children before parents, so no stored subagent is left without
+        // its parent.
+        let mut order = vec![id.to_owned()];
+        let mut next = 0;
+        while next < order.len() {
+            let children = self.store.subagents(&order[next])?;
+            order.extend(children);
+            next += 1;
+        }
+        order.reverse();
+        // Every turn lock first: nothing is deleted while any runs.
+        let mut held = Vec::new();
+        let mut files = Vec::new();
+        for session in &order {
+            if let Some(live) = self.sessions.get(session).map(|l| l.clone()) {
+                held.push(
+                    live.turn
+                        .clone()
+                        .try_lock_owned()
+                        .map_err(|_| DaemonError::TurnBusy(session.clone()))?,
+                );
+            }
+            let file_lock = locks::try_lock(&self.state_dir, session)
+                .map_err(|error| DaemonError::StateDir {
+                    path: locks::lock_path(&self.state_dir, session),
+                    detail: format!("cannot take the session's turn lock: {error}"),
+                })?
+                .ok_or_else(|| DaemonError::TurnBusy(session.clone()))?;
+            files.push(file_lock);
+        }
+        for session in &order {
+            self.store.delete_session(session)?;
+            self.sessions.remove(session);
+        }
+        tracing::info!(session = id, deleted = ?order, "session deleted");
+        Ok(order)
+    }
+
+    /// Changes session `id`'s model, grant or context window (see
+    /// [`SessionChange`]); returns the record as stored. The model must be
+    /// configured and the grant known ([`Daemon::check_grants`]) and, for
+    /// a subagent, within its parent's. Refused while a turn runs.
+    /// Approvals given "for this session" end with a grant change.
+    pub fn update_session(
+        &self,
+        id: &str,
+        change: SessionChange,
+    ) -> Result<SessionRecord, DaemonError> {
+        let live = self.session(id)?;
+        if live.record.kind != SessionKind::Chat {
+            return Err(DaemonError::NotAChat(id.to_owned()));
+        }
+        let _turn = live
+            .turn
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| DaemonError::TurnBusy(id.to_owned()))?;
+        check_context_tokens(change.context_tokens)?;
+        let applied = self.applied();
+        let mut record = live.record.clone();
+        if let Some(model) = &change.model {
+            let provider = applied.model(model)?;
+            record.model = Some(model.clone());
+            record.context_tokens = provider
+                .context_tokens()
+                .clamp(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS);
+        }
+        if let Some(tokens) = change.context_tokens {
+            record.context_tokens = tokens;
+        }
+        let mut rebuilt = None;
+        if let Some(grants) = change.grants {
+            Scope::new(grants.iter().cloned())?;
+            self.check_grants(&grants)?;
+            record.grants = grants;
+            let parent = match &record.parent {
+                Some(parent) => Some(self.session(parent)?),
+                None => None,
+            };
+            // Checked against the parent's grant as a new subagent is.
+            rebuilt = Some(self.build_live(record.clone(), parent.as_deref(), Origin::New)?);
+            // Loaded subagents hold this session's old scope as their
+            // bound: they are loaded again, under the new one, on use.
+            for child in self.store.subagents(id)? {
+                if let Some((_, loaded)) = self.sessions.remove(&child)
+                    && loaded.turn.try_lock().is_err()
+                {
+                    self.sessions.insert(child.clone(), loaded);
+                    return Err(DaemonError::TurnBusy(child));
+                }
+            }
+            self.store.set_session_grants(id, &record.grants)?;
+        }
+        self.store
+            .set_session_model(id, record.model.as_deref(), record.context_tokens)?;
+        let session = match rebuilt {
+            Some(rebuilt) => rebuilt.session.clone(),
+            None => live.session.clone(),
+        };
+        // The same turn lock, so that no turn can start on a copy while
+        // this one is held.
+        self.sessions.insert(
+            id.to_owned(),
+            Arc::new(LiveSession {
+                record: record.clone(),
+                session,
+                turn: live.turn.clone(),
+                last_used: std::sync::Mutex::new(Instant::now()),
+            }),
+        );
+        let mut stored = self
+            .store
+            .session(id)?
+            .ok_or_else(|| DaemonError::UnknownSession(id.to_owned()))?;
+        stored.messages = stored.messages.max(record.messages);
+        Ok(stored)
     }
 
     /// A session, loaded from the store when this process has not seen it yet.
@@ -1296,6 +1488,18 @@ impl Daemon {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             persister.abort();
         }
+    }
+}
+
+/// Refuses a `context_tokens` outside its range.
+fn check_context_tokens(asked: Option<u64>) -> Result<(), DaemonError> {
+    match asked {
+        Some(asked) if !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&asked) => {
+            Err(DaemonError::BadRequest(format!(
+                "`context_tokens` {asked} is outside {MIN_CONTEXT_TOKENS}..{MAX_CONTEXT_TOKENS}"
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
