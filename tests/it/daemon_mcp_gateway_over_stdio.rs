@@ -66,14 +66,28 @@ async fn the_stdio_gateway_serves_the_granted_view() {
     let counted = client.call_tool(call).await.unwrap();
     assert_eq!(counted.structured_content.unwrap()["words"], 4);
 
-    // Nothing outside the grant, and no one to approve on stdio.
-    let mut call = CallToolRequestParams::new("tool_call");
-    call.arguments = json!({"name": "mcp_test_echo", "arguments": {"text": "x"}})
-        .as_object()
-        .cloned();
-    let refused = client.call_tool(call).await.unwrap();
+    // Nothing outside the grant, and no one to approve on stdio. The MCP
+    // server connects in the background: until its tools are registered
+    // the name is unknown rather than out of the grant.
+    let mut refused = None;
+    for _ in 0..600 {
+        let mut call = CallToolRequestParams::new("tool_call");
+        call.arguments = json!({"name": "mcp_test_echo", "arguments": {"text": "x"}})
+            .as_object()
+            .cloned();
+        let answer = client.call_tool(call).await.unwrap();
+        if !format!("{:?}", answer.content).contains("unknown_tool") {
+            refused = Some(answer);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let refused = refused.expect("the MCP server's tools registered within 30 s");
     assert_eq!(refused.is_error, Some(true));
-    assert!(format!("{:?}", refused.content).contains("not_available"));
+    assert!(
+        format!("{:?}", refused.content).contains("not_available"),
+        "{refused:?}"
+    );
     let mut call = CallToolRequestParams::new("run_command");
     call.arguments = json!({"command": "touch ran"}).as_object().cloned();
     let refused = client.call_tool(call).await.unwrap();

@@ -71,13 +71,28 @@ async fn hanging_turn(daemon: &TestDaemon, model: std::net::TcpListener) -> std:
     tokio::spawn(async move {
         let _ = turn.json(&json!({"content": "hello"})).send().await;
     });
+    // The daemon's startup probe (`GET .../models`) may come first: the
+    // turn's connection is the one that POSTs.
     let accepted = tokio::time::timeout(
         Duration::from_secs(10),
-        tokio::task::spawn_blocking(move || model.accept()),
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read;
+            for _ in 0..8 {
+                let (mut stream, _) = model.accept().unwrap();
+                let mut method = [0u8; 4];
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                if stream.read_exact(&mut method).is_ok() && &method == b"POST" {
+                    return stream;
+                }
+            }
+            panic!("no connection to the model posted a turn");
+        }),
     )
     .await
     .expect("the turn never asked the model");
-    accepted.unwrap().unwrap().0
+    accepted.unwrap()
 }
 
 /// A daemon (and its scratch directory) running a turn that waits on a

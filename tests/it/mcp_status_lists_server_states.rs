@@ -36,7 +36,7 @@ fn status_prints_every_server() {
             .clone()
     };
     assert_eq!(state("good")["state"], "ready", "{stdout}");
-    assert_eq!(state("good")["tools"], 10);
+    assert_eq!(state("good")["tools"], 12);
     assert_eq!(state("off")["state"], "disabled");
     assert_eq!(state("broken")["state"], "failed");
     assert!(
@@ -53,7 +53,7 @@ fn status_prints_every_server() {
     let output = quiver_tests::quiver(&["status", "--config", quiver_tests::arg(&config)]);
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
-        text.contains("good") && text.contains("ready (10 tools)"),
+        text.contains("good") && text.contains("ready (12 tools)"),
         "{text}"
     );
     let _ = std::fs::remove_file(&config);

@@ -17,12 +17,12 @@ async fn tools_are_listed_found_and_called() {
     .await;
     let (registry, host) = (served.daemon.registry(), served.daemon.mcp());
     let tools = mcp::ready(host, "tester").await;
-    // 10 fixed tools and 25 generated ones, over 5 pages of 7.
-    assert_eq!(tools, 35);
+    // 12 fixed tools and 25 generated ones, over 6 pages of 7.
+    assert_eq!(tools, 37);
 
     let assembly = mcp::assemble(registry);
     let names = mcp::deferred_names(&assembly, "tester");
-    assert_eq!(names.len(), 35);
+    assert_eq!(names.len(), 37);
     assert!(names.contains(&"mcp_tester_echo".to_owned()));
     assert!(names.contains(&"mcp_tester_tool_24".to_owned()));
 

@@ -1,6 +1,7 @@
-//! A plugin whose root module has another layout is refused at load with an
-//! error naming the file and what differs, by the host and by
-//! `quiver plugin check`.
+//! A plugin whose root module has another layout (one built against
+//! quiver-plugin-api 0.1) is refused at load with an error naming the
+//! file, what differs and the version to rebuild against, by the host and
+//! by `quiver plugin check`.
 
 use std::sync::Arc;
 
@@ -24,7 +25,11 @@ fn layout_mismatch_names_file_and_difference() {
     };
     assert!(message.contains(&path.display().to_string()), "{message}");
     assert!(message.contains("ABI mismatch"), "{message}");
-    assert!(message.contains("expected quiver-plugin-api"), "{message}");
+    assert!(message.contains("user:0.2.0 library:0.1.0"), "{message}");
+    assert!(
+        message.contains("rebuild it against quiver-plugin-api 0.2.0"),
+        "{message}"
+    );
     assert!(host.registry().snapshot().is_empty());
 
     let output = quiver(&["plugin", "check", path.to_str().unwrap()]);

@@ -127,6 +127,17 @@ impl TestDaemon {
         }
     }
 
+    /// The daemon's stderr, when the command it was spawned from piped it,
+    /// read line by line in the background.
+    pub fn stderr_lines(&mut self) -> StderrLines {
+        let stderr = self
+            .child
+            .as_mut()
+            .and_then(|c| c.0.stderr.take())
+            .expect("spawn the daemon with stderr piped to read its lines");
+        StderrLines::read(stderr)
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.0.id()).unwrap_or(0)
@@ -262,6 +273,48 @@ impl Drop for TestDaemon {
     fn drop(&mut self) {
         // KillOnDrop ends it if `stop` was not called.
         self.child.take();
+    }
+}
+
+/// Lines a process writes to stderr, collected by a thread as they come.
+pub struct StderrLines {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl StderrLines {
+    /// Starts collecting the lines of `stderr`.
+    pub fn read(stderr: impl std::io::Read + Send + 'static) -> StderrLines {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        StderrLines { lines }
+    }
+
+    /// Every line so far.
+    pub fn all(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// The first line containing `text`, waiting up to `timeout` for it;
+    /// panics with every line so far when none comes.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.all().into_iter().find(|l| l.contains(text)) {
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no stderr line contains {text:?} within {timeout:?}; lines:\n{}",
+                self.all().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -70,7 +70,8 @@ pub fn cargo_build(args: &[&str], what: &str) -> PathBuf {
 
 /// A `quiver` command as a new user would run it: `HOME` is a private
 /// scratch directory of this test process (so the default state
-/// directory is never the developer's own) and `XDG_STATE_HOME` is unset.
+/// directory is never the developer's own) and `XDG_STATE_HOME` and
+/// `XDG_CONFIG_HOME` are unset (so no config of the developer's is found).
 pub fn quiver_command() -> Command {
     static HOME: OnceLock<PathBuf> = OnceLock::new();
     let home = HOME.get_or_init(|| {
@@ -85,7 +86,11 @@ pub fn quiver_command() -> Command {
         home
     });
     let mut command = Command::new(quiver_bin());
-    command.env("HOME", home).env_remove("XDG_STATE_HOME");
+    command
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("QUIVER_LOG_FORMAT");
     command
 }
 
@@ -221,6 +226,9 @@ pub const PLUGIN_PACKAGES: &[(&str, &str)] = &[
     ("slow", "fixture-plugin-slow"),
     ("abi_mismatch", "fixture-plugin-abi-mismatch"),
     ("bad_manifest", "fixture-plugin-bad-manifest"),
+    ("bad_schema", "fixture-plugin-bad-schema"),
+    ("core_name", "fixture-plugin-core-name"),
+    ("configured", "fixture-plugin-configured"),
 ];
 
 /// Builds every plugin cdylib once per test process (same profile as the

@@ -6,10 +6,11 @@
 
 use std::path::Path;
 
-use quiver_plugin_api::{PluginManifest, ToolError, ToolManifest, str_arg};
+use quiver_plugin_api::{JsonSchema, ToolError, tool};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 /// Rows returned when the caller gives no `max_rows`.
 const DEFAULT_MAX_ROWS: u64 = 200;
@@ -18,36 +19,17 @@ const MAX_ROWS: u64 = 10_000;
 /// Longest text or blob value returned, in characters (longer ones are cut).
 const MAX_VALUE_CHARS: usize = 4096;
 
-fn manifest() -> PluginManifest {
-    let path = json!({"type": "string", "description": "Path of the SQLite database file."});
-    PluginManifest::new("sqlite", env!("CARGO_PKG_VERSION"))
-        .tool(ToolManifest::new(
-            "sqlite_query",
-            "Run one read-only SQL statement (SELECT, WITH, EXPLAIN, read-only PRAGMA) on a SQLite database file; returns columns and rows, cut at max_rows.",
-            json!({"type": "object", "properties": {
-                "path": path,
-                "sql": {"type": "string", "description": "One SQL statement; use ?1, ?2 for parameters."},
-                "params": {"type": "array", "description": "Values bound to ?1, ?2, ...", "items": {}},
-                "max_rows": {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "description": "Most rows returned (default 200)."}
-            }, "required": ["path", "sql"]}),
-        ))
-        .tool(ToolManifest::new(
-            "sqlite_schema",
-            "List the tables and views of a SQLite database file with their columns and CREATE statements.",
-            json!({"type": "object", "properties": {"path": path}, "required": ["path"]}),
-        ))
-}
-
-fn open(arguments: &Value) -> Result<Connection, ToolError> {
-    let path = str_arg(arguments, "path")?;
+fn open(path: &str) -> Result<Connection, ToolError> {
     if !Path::new(path).is_file() {
-        return Err(ToolError::new(format!("no database file at `{path}`")));
+        return Err(ToolError::not_found(format!(
+            "no database file at `{path}`"
+        )));
     }
     let connection = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(|e| ToolError::new(format!("cannot open `{path}` read-only: {e}")))?;
+    .map_err(|e| ToolError::failed(format!("cannot open `{path}` read-only: {e}")))?;
     connection.execute_batch("PRAGMA query_only = ON")?;
     connection.busy_timeout(std::time::Duration::from_millis(500))?;
     Ok(connection)
@@ -84,22 +66,55 @@ fn to_sql(value: &Value) -> rusqlite::types::Value {
     }
 }
 
-fn query(arguments: &Value) -> Result<Value, ToolError> {
-    let connection = open(arguments)?;
-    let sql = str_arg(arguments, "sql")?;
-    let max_rows = arguments["max_rows"]
-        .as_u64()
-        .unwrap_or(DEFAULT_MAX_ROWS)
-        .clamp(1, MAX_ROWS) as usize;
-    let mut statement = connection.prepare(sql)?;
+fn default_max_rows() -> u64 {
+    DEFAULT_MAX_ROWS
+}
+
+/// Arguments of `sqlite_query`.
+#[derive(Deserialize, JsonSchema)]
+struct QueryArgs {
+    /// Path of the SQLite database file.
+    path: String,
+    /// One SQL statement; use ?1, ?2 for parameters.
+    sql: String,
+    /// Values bound to ?1, ?2, ...
+    #[serde(default)]
+    params: Vec<Value>,
+    /// Most rows returned (default 200).
+    #[serde(default = "default_max_rows")]
+    #[schemars(range(min = 1, max = 10000))]
+    max_rows: u64,
+}
+
+/// A query's result.
+#[derive(Serialize, JsonSchema)]
+struct Rows {
+    /// Column names.
+    columns: Vec<String>,
+    /// Rows, each a list of values in column order (blobs as `{"blob_bytes": N}`).
+    rows: Vec<Vec<Value>>,
+    /// How many rows are returned.
+    row_count: usize,
+    /// Whether more rows were left out (past `max_rows`).
+    truncated: bool,
+}
+
+/// Run one read-only SQL statement (SELECT, WITH, EXPLAIN, read-only PRAGMA) on a SQLite database file; returns columns and rows, cut at max_rows.
+#[tool(read_only, idempotent, open_world = false)]
+fn sqlite_query(args: QueryArgs) -> Result<Rows, ToolError> {
+    let connection = open(&args.path)?;
+    let max_rows = args.max_rows.clamp(1, MAX_ROWS) as usize;
+    let mut statement = connection
+        .prepare(&args.sql)
+        .map_err(|e| ToolError::invalid_argument("sql", e.to_string()))?;
     if !statement.readonly() {
-        return Err(ToolError::new("only read-only statements are allowed"));
+        return Err(ToolError::invalid_argument(
+            "sql",
+            "only read-only statements are allowed",
+        ));
     }
     let columns: Vec<String> = statement.column_names().map(str::to_owned).collect();
-    let params: Vec<rusqlite::types::Value> = arguments["params"]
-        .as_array()
-        .map(|p| p.iter().map(to_sql).collect())
-        .unwrap_or_default();
+    let params: Vec<rusqlite::types::Value> = args.params.iter().map(to_sql).collect();
     let mut rows = statement.query(rusqlite::params_from_iter(params))?;
     let mut out = Vec::new();
     let mut truncated = false;
@@ -112,13 +127,61 @@ fn query(arguments: &Value) -> Result<Value, ToolError> {
         for index in 0..columns.len() {
             values.push(to_json(row.get_ref(index)?));
         }
-        out.push(Value::Array(values));
+        out.push(values);
     }
-    Ok(json!({"columns": columns, "rows": out, "row_count": out.len(), "truncated": truncated}))
+    Ok(Rows {
+        columns,
+        row_count: out.len(),
+        rows: out,
+        truncated,
+    })
 }
 
-fn schema(arguments: &Value) -> Result<Value, ToolError> {
-    let connection = open(arguments)?;
+/// Arguments of `sqlite_schema`.
+#[derive(Deserialize, JsonSchema)]
+struct SchemaArgs {
+    /// Path of the SQLite database file.
+    path: String,
+}
+
+/// A column of a table or view.
+#[derive(Serialize, JsonSchema)]
+struct Column {
+    /// Its name.
+    name: String,
+    /// Its declared type.
+    #[serde(rename = "type")]
+    declared_type: String,
+    /// Whether it is NOT NULL.
+    not_null: bool,
+    /// Whether it is part of the primary key.
+    primary_key: bool,
+}
+
+/// A table or view.
+#[derive(Serialize, JsonSchema)]
+struct Table {
+    /// `table` or `view`.
+    kind: String,
+    /// Its name.
+    name: String,
+    /// Its columns.
+    columns: Vec<Column>,
+    /// Its CREATE statement.
+    sql: Option<String>,
+}
+
+/// A database's tables and views.
+#[derive(Serialize, JsonSchema)]
+struct Tables {
+    /// Tables and views, by name.
+    tables: Vec<Table>,
+}
+
+/// List the tables and views of a SQLite database file with their columns and CREATE statements.
+#[tool(read_only, idempotent, open_world = false)]
+fn sqlite_schema(args: SchemaArgs) -> Result<Tables, ToolError> {
+    let connection = open(&args.path)?;
     let mut statement = connection.prepare(
         "SELECT type, name, sql FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name",
     )?;
@@ -129,64 +192,27 @@ fn schema(arguments: &Value) -> Result<Value, ToolError> {
     for (kind, name, sql) in objects {
         let mut info =
             connection.prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1)")?;
-        let columns: Vec<Value> = info
+        let columns: Vec<Column> = info
             .query_map([&name], |r| {
-                let mut column = Map::new();
-                column.insert("name".into(), json!(r.get::<_, String>(0)?));
-                column.insert("type".into(), json!(r.get::<_, String>(1)?));
-                column.insert("not_null".into(), json!(r.get::<_, i64>(2)? != 0));
-                column.insert("primary_key".into(), json!(r.get::<_, i64>(3)? != 0));
-                Ok(Value::Object(column))
+                Ok(Column {
+                    name: r.get(0)?,
+                    declared_type: r.get(1)?,
+                    not_null: r.get::<_, i64>(2)? != 0,
+                    primary_key: r.get::<_, i64>(3)? != 0,
+                })
             })?
             .collect::<Result<_, _>>()?;
-        tables.push(json!({"kind": kind, "name": name, "columns": columns, "sql": sql}));
+        tables.push(Table {
+            kind,
+            name,
+            columns,
+            sql,
+        });
     }
-    Ok(json!({"tables": tables}))
+    Ok(Tables { tables })
 }
 
-fn call(tool: &str, arguments: Value) -> Result<Value, ToolError> {
-    match tool {
-        "sqlite_query" => query(&arguments),
-        "sqlite_schema" => schema(&arguments),
-        other => Err(ToolError::unknown_tool(other)),
-    }
-}
-
-quiver_plugin_api::export_plugin!(manifest, call);
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    fn database() -> (std::path::PathBuf, String) {
-        let dir = std::env::temp_dir().join(format!("quiver-sqlite-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.db");
-        let _ = std::fs::remove_file(&path);
-        let c = Connection::open(&path).unwrap();
-        c.execute_batch(
-            "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO t(name) VALUES ('a'), ('b'), ('c');",
-        )
-        .unwrap();
-        let text = path.display().to_string();
-        (path, text)
-    }
-
-    #[test]
-    fn reads_with_a_row_limit_and_refuses_writes() {
-        let (path, p) = database();
-        let out = call(
-            "sqlite_query",
-            json!({"path": p, "sql": "SELECT id, name FROM t WHERE id >= ?1 ORDER BY id", "params": [1], "max_rows": 2}),
-        )
-        .unwrap();
-        assert_eq!(out["rows"], json!([[1, "a"], [2, "b"]]));
-        assert_eq!(out["truncated"], true);
-        let err = call("sqlite_query", json!({"path": p, "sql": "DELETE FROM t"})).unwrap_err();
-        assert!(err.message().contains("read-only"), "{err}");
-        let schema = call("sqlite_schema", json!({"path": p})).unwrap();
-        assert_eq!(schema["tables"][0]["columns"][1]["name"], "name");
-        std::fs::remove_file(path).unwrap();
-    }
+quiver_plugin_api::plugin! {
+    name: "sqlite",
+    tools: [sqlite_query, sqlite_schema],
 }

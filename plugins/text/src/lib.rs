@@ -3,223 +3,306 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use quiver_plugin_api::{PluginManifest, ToolError, ToolManifest, str_arg};
+use quiver_plugin_api::{JsonSchema, ToolError, tool};
 use regex::RegexBuilder;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 /// Most matches `regex_find` returns.
-const MAX_MATCHES: usize = 1000;
+const MAX_MATCHES: u32 = 1000;
 /// Largest compiled regex, in bytes (guards against pathological patterns).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-fn manifest() -> PluginManifest {
-    let text = json!({"type": "string", "description": "The input text."});
-    PluginManifest::new("text", env!("CARGO_PKG_VERSION"))
-        .tool(ToolManifest::new(
-            "regex_find",
-            "Find every match of a regular expression (Rust regex syntax) in a text. Returns each match with its byte offsets and capture groups.",
-            json!({"type": "object", "properties": {
-                "text": text,
-                "pattern": {"type": "string", "description": "Regular expression."},
-                "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MATCHES, "description": "Most matches to return (default 100)."}
-            }, "required": ["text", "pattern"]}),
-        ))
-        .tool(ToolManifest::new(
-            "regex_replace",
-            "Replace matches of a regular expression in a text; the replacement may use $1 or ${name} for capture groups.",
-            json!({"type": "object", "properties": {
-                "text": text,
-                "pattern": {"type": "string"},
-                "replacement": {"type": "string"},
-                "case_insensitive": {"type": "boolean"},
-                "all": {"type": "boolean", "description": "Replace every match (default true) or only the first."}
-            }, "required": ["text", "pattern", "replacement"]}),
-        ))
-        .tool(ToolManifest::new(
-            "hash",
-            "Hash a text (UTF-8) with SHA-224, SHA-256, SHA-384 or SHA-512; returns lowercase hex.",
-            json!({"type": "object", "properties": {
-                "text": text,
-                "algorithm": {"type": "string", "enum": ["sha224", "sha256", "sha384", "sha512"], "description": "Default sha256."}
-            }, "required": ["text"]}),
-        ))
-        .tool(ToolManifest::new(
-            "base64_encode",
-            "Encode a text (UTF-8) as base64 (standard alphabet with padding, or URL-safe without).",
-            json!({"type": "object", "properties": {
-                "text": text,
-                "url_safe": {"type": "boolean"}
-            }, "required": ["text"]}),
-        ))
-        .tool(ToolManifest::new(
-            "base64_decode",
-            "Decode base64 (standard or URL-safe, padding optional) to UTF-8 text.",
-            json!({"type": "object", "properties": {
-                "data": {"type": "string", "description": "The base64 text."}
-            }, "required": ["data"]}),
-        ))
-        .tool(ToolManifest::new(
-            "word_count",
-            "Count the characters, bytes, words and lines of a text, like wc.",
-            json!({"type": "object", "properties": {"text": text}, "required": ["text"]}),
-        ))
+/// Arguments of `regex_find`.
+#[derive(Deserialize, JsonSchema)]
+struct RegexFindArgs {
+    /// The input text.
+    text: String,
+    /// Regular expression.
+    pattern: String,
+    /// Ignore case (default false).
+    #[serde(default)]
+    case_insensitive: bool,
+    /// Most matches to return (default 100).
+    #[serde(default = "default_limit")]
+    #[schemars(range(min = 1, max = 1000))]
+    limit: u32,
 }
 
-fn regex(arguments: &Value) -> Result<regex::Regex, ToolError> {
-    let pattern = str_arg(arguments, "pattern")?;
+fn default_limit() -> u32 {
+    100
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One capture group of a match.
+#[derive(Serialize, JsonSchema)]
+struct Group {
+    /// The group's name, for a named group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// The text it captured (`null` when it did not take part).
+    text: Option<String>,
+}
+
+/// One match.
+#[derive(Serialize, JsonSchema)]
+struct Match {
+    /// The matched text.
+    text: String,
+    /// Byte offset of its start.
+    start: usize,
+    /// Byte offset just past its end.
+    end: usize,
+    /// Its capture groups, in order.
+    groups: Vec<Group>,
+}
+
+/// What `regex_find` found.
+#[derive(Serialize, JsonSchema)]
+struct Found {
+    /// How many matches the text has.
+    count: usize,
+    /// The first `limit` of them.
+    matches: Vec<Match>,
+    /// Whether `matches` stops short of `count`.
+    truncated: bool,
+}
+
+fn regex(pattern: &str, case_insensitive: bool) -> Result<regex::Regex, ToolError> {
     RegexBuilder::new(pattern)
-        .case_insensitive(arguments["case_insensitive"].as_bool().unwrap_or(false))
+        .case_insensitive(case_insensitive)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| ToolError::new(format!("invalid pattern: {e}")))
+        .map_err(|e| ToolError::invalid_argument("pattern", format!("invalid pattern: {e}")))
+}
+
+/// Find every match of a regular expression (Rust regex syntax) in a text. Returns each match with its byte offsets and capture groups.
+#[tool(read_only, idempotent, open_world = false)]
+fn regex_find(args: RegexFindArgs) -> Result<Found, ToolError> {
+    let re = regex(&args.pattern, args.case_insensitive)?;
+    let limit = args.limit.clamp(1, MAX_MATCHES) as usize;
+    let names: Vec<Option<&str>> = re.capture_names().collect();
+    let mut matches = Vec::new();
+    let mut count = 0usize;
+    for caps in re.captures_iter(&args.text) {
+        count += 1;
+        if matches.len() >= limit {
+            continue;
+        }
+        let Some(whole) = caps.get(0) else { continue };
+        let groups = (1..caps.len())
+            .map(|i| Group {
+                name: names.get(i).copied().flatten().map(str::to_owned),
+                text: caps.get(i).map(|m| m.as_str().to_owned()),
+            })
+            .collect();
+        matches.push(Match {
+            text: whole.as_str().to_owned(),
+            start: whole.start(),
+            end: whole.end(),
+            groups,
+        });
+    }
+    Ok(Found {
+        count,
+        truncated: count > matches.len(),
+        matches,
+    })
+}
+
+/// Arguments of `regex_replace`.
+#[derive(Deserialize, JsonSchema)]
+struct RegexReplaceArgs {
+    /// The input text.
+    text: String,
+    /// Regular expression.
+    pattern: String,
+    /// The replacement; `$1` or `${name}` insert capture groups.
+    replacement: String,
+    /// Ignore case (default false).
+    #[serde(default)]
+    case_insensitive: bool,
+    /// Replace every match (default true) or only the first.
+    #[serde(default = "yes")]
+    all: bool,
+}
+
+/// What `regex_replace` made.
+#[derive(Serialize, JsonSchema)]
+struct Replaced {
+    /// The text after replacement.
+    text: String,
+    /// How many matches were replaced.
+    replaced: usize,
+}
+
+/// Replace matches of a regular expression in a text; the replacement may use $1 or ${name} for capture groups.
+#[tool(read_only, idempotent, open_world = false)]
+fn regex_replace(args: RegexReplaceArgs) -> Result<Replaced, ToolError> {
+    let re = regex(&args.pattern, args.case_insensitive)?;
+    let count = re.find_iter(&args.text).count();
+    let all = args.all;
+    let text = if all {
+        re.replace_all(&args.text, args.replacement.as_str())
+    } else {
+        re.replace(&args.text, args.replacement.as_str())
+    };
+    Ok(Replaced {
+        text: text.into_owned(),
+        replaced: if all { count } else { count.min(1) },
+    })
+}
+
+/// A SHA-2 algorithm.
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, Default)]
+#[serde(rename_all = "lowercase")]
+enum Algorithm {
+    // No doc comments on the variants: with them schemars writes a `oneOf`
+    // of constants instead of a plain `enum`.
+    Sha224,
+    #[default]
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+/// Arguments of `hash`.
+#[derive(Deserialize, JsonSchema)]
+struct HashArgs {
+    /// The input text.
+    text: String,
+    /// Default sha256.
+    #[serde(default)]
+    algorithm: Algorithm,
+}
+
+/// A digest.
+#[derive(Serialize, JsonSchema)]
+struct Digested {
+    /// The algorithm used.
+    algorithm: Algorithm,
+    /// The digest, lowercase hex.
+    hex: String,
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn call(tool: &str, arguments: Value) -> Result<Value, ToolError> {
-    match tool {
-        "regex_find" => {
-            let text = str_arg(&arguments, "text")?;
-            let re = regex(&arguments)?;
-            let limit = arguments["limit"]
-                .as_u64()
-                .map_or(100, |n| (n as usize).clamp(1, MAX_MATCHES));
-            let names: Vec<Option<&str>> = re.capture_names().collect();
-            let mut matches = Vec::new();
-            let mut total = 0usize;
-            for caps in re.captures_iter(text) {
-                total += 1;
-                if matches.len() >= limit {
-                    continue;
-                }
-                let Some(whole) = caps.get(0) else { continue };
-                let groups: Vec<Value> = (1..caps.len())
-                    .map(|i| {
-                        let value = caps.get(i).map(|m| m.as_str());
-                        match names.get(i).copied().flatten() {
-                            Some(name) => json!({"name": name, "text": value}),
-                            None => json!({"text": value}),
-                        }
-                    })
-                    .collect();
-                matches.push(json!({"text": whole.as_str(), "start": whole.start(), "end": whole.end(), "groups": groups}));
-            }
-            Ok(json!({"count": total, "matches": matches, "truncated": total > matches.len()}))
-        }
-        "regex_replace" => {
-            let text = str_arg(&arguments, "text")?;
-            let replacement = str_arg(&arguments, "replacement")?;
-            let re = regex(&arguments)?;
-            let count = re.find_iter(text).count();
-            let all = arguments["all"].as_bool().unwrap_or(true);
-            let result = if all {
-                re.replace_all(text, replacement)
-            } else {
-                re.replace(text, replacement)
-            };
-            Ok(json!({"text": result, "replaced": if all { count } else { count.min(1) }}))
-        }
-        "hash" => {
-            let text = str_arg(&arguments, "text")?.as_bytes();
-            let algorithm = arguments["algorithm"].as_str().unwrap_or("sha256");
-            let digest = match algorithm {
-                "sha224" => hex(&sha2::Sha224::digest(text)),
-                "sha256" => hex(&sha2::Sha256::digest(text)),
-                "sha384" => hex(&sha2::Sha384::digest(text)),
-                "sha512" => hex(&sha2::Sha512::digest(text)),
-                other => {
-                    return Err(ToolError::new(format!(
-                        "unknown algorithm `{other}`; use sha224, sha256, sha384 or sha512"
-                    )));
-                }
-            };
-            Ok(json!({"algorithm": algorithm, "hex": digest}))
-        }
-        "base64_encode" => {
-            let text = str_arg(&arguments, "text")?;
-            let encoded = if arguments["url_safe"].as_bool().unwrap_or(false) {
-                URL_SAFE_NO_PAD.encode(text)
-            } else {
-                STANDARD.encode(text)
-            };
-            Ok(json!({"data": encoded}))
-        }
-        "base64_decode" => {
-            let data = str_arg(&arguments, "data")?.trim();
-            let normalised: String = data
-                .chars()
-                .filter(|c| !c.is_whitespace() && *c != '=')
-                .map(|c| match c {
-                    '-' => '+',
-                    '_' => '/',
-                    c => c,
-                })
-                .collect();
-            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(normalised)
-                .map_err(|e| ToolError::new(format!("not valid base64: {e}")))?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| ToolError::new("the decoded bytes are not UTF-8 text"))?;
-            Ok(json!({"text": text}))
-        }
-        "word_count" => {
-            let text = str_arg(&arguments, "text")?;
-            Ok(json!({
-                "chars": text.chars().count(),
-                "bytes": text.len(),
-                "words": text.split_whitespace().count(),
-                "lines": text.lines().count(),
-            }))
-        }
-        other => Err(ToolError::unknown_tool(other)),
-    }
+/// Hash a text (UTF-8) with SHA-224, SHA-256, SHA-384 or SHA-512; returns lowercase hex.
+#[tool(read_only, idempotent, open_world = false)]
+fn hash(args: HashArgs) -> Result<Digested, ToolError> {
+    let algorithm = args.algorithm;
+    let text = args.text.as_bytes();
+    let hex = match algorithm {
+        Algorithm::Sha224 => hex(&sha2::Sha224::digest(text)),
+        Algorithm::Sha256 => hex(&sha2::Sha256::digest(text)),
+        Algorithm::Sha384 => hex(&sha2::Sha384::digest(text)),
+        Algorithm::Sha512 => hex(&sha2::Sha512::digest(text)),
+    };
+    Ok(Digested { algorithm, hex })
 }
 
-quiver_plugin_api::export_plugin!(manifest, call);
+/// Arguments of `base64_encode`.
+#[derive(Deserialize, JsonSchema)]
+struct EncodeArgs {
+    /// The input text.
+    text: String,
+    /// URL-safe alphabet without padding (default false: standard with padding).
+    #[serde(default)]
+    url_safe: bool,
+}
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
+/// Base64 text.
+#[derive(Serialize, JsonSchema)]
+struct Encoded {
+    /// The base64 text.
+    data: String,
+}
 
-    #[test]
-    fn find_and_replace() {
-        let found = call(
-            "regex_find",
-            json!({"text": "a1 b22", "pattern": "(?P<d>\\d+)"}),
-        )
-        .unwrap();
-        assert_eq!(found["count"], 2);
-        assert_eq!(found["matches"][1]["text"], "22");
-        assert_eq!(found["matches"][1]["groups"][0]["name"], "d");
-        let replaced = call(
-            "regex_replace",
-            json!({"text": "a1 b22", "pattern": "\\d+", "replacement": "#"}),
-        )
-        .unwrap();
-        assert_eq!(replaced["text"], "a# b#");
-        assert!(call("regex_find", json!({"text": "", "pattern": "("})).is_err());
-    }
+/// Encode a text (UTF-8) as base64 (standard alphabet with padding, or URL-safe without).
+#[tool(read_only, idempotent, open_world = false)]
+fn base64_encode(args: EncodeArgs) -> Result<Encoded, ToolError> {
+    let data = if args.url_safe {
+        URL_SAFE_NO_PAD.encode(args.text)
+    } else {
+        STANDARD.encode(args.text)
+    };
+    Ok(Encoded { data })
+}
 
-    #[test]
-    fn hashes_base64_and_counts() {
-        let h = call("hash", json!({"text": "abc"})).unwrap();
-        assert_eq!(
-            h["hex"],
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        let e = call("base64_encode", json!({"text": "hi?>"})).unwrap();
-        assert_eq!(e["data"], "aGk/Pg==");
-        let d = call("base64_decode", json!({"data": "aGk_Pg"})).unwrap();
-        assert_eq!(d["text"], "hi?>");
-        let w = call("word_count", json!({"text": "one two\nthree"})).unwrap();
-        assert_eq!(
-            (w["words"].as_u64(), w["lines"].as_u64()),
-            (Some(3), Some(2))
-        );
-    }
+/// Arguments of `base64_decode`.
+#[derive(Deserialize, JsonSchema)]
+struct DecodeArgs {
+    /// The base64 text.
+    data: String,
+}
+
+/// Decoded text.
+#[derive(Serialize, JsonSchema)]
+struct Decoded {
+    /// The decoded text.
+    text: String,
+}
+
+/// Decode base64 (standard or URL-safe, padding optional) to UTF-8 text.
+#[tool(read_only, idempotent, open_world = false)]
+fn base64_decode(args: DecodeArgs) -> Result<Decoded, ToolError> {
+    let normalised: String = args
+        .data
+        .trim()
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '=')
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(normalised)
+        .map_err(|e| ToolError::invalid_argument("data", format!("not valid base64: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ToolError::invalid_argument("data", "the decoded bytes are not UTF-8 text"))?;
+    Ok(Decoded { text })
+}
+
+/// Arguments of `word_count`.
+#[derive(Deserialize, JsonSchema)]
+struct WordCountArgs {
+    /// The input text.
+    text: String,
+}
+
+/// Counts of a text.
+#[derive(Serialize, JsonSchema)]
+struct WordCount {
+    /// Unicode scalar values.
+    chars: usize,
+    /// UTF-8 bytes.
+    bytes: usize,
+    /// Whitespace-separated words.
+    words: usize,
+    /// Lines.
+    lines: usize,
+}
+
+/// Count the characters, bytes, words and lines of a text, like wc.
+#[tool(read_only, idempotent, open_world = false)]
+fn word_count(args: WordCountArgs) -> Result<WordCount, ToolError> {
+    let text = args.text;
+    Ok(WordCount {
+        chars: text.chars().count(),
+        bytes: text.len(),
+        words: text.split_whitespace().count(),
+        lines: text.lines().count(),
+    })
+}
+
+quiver_plugin_api::plugin! {
+    name: "text",
+    tools: [regex_find, regex_replace, hash, base64_encode, base64_decode, word_count],
 }

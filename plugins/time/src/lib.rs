@@ -3,56 +3,19 @@
 
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp, ZonedDateTime as Zoned, civil};
-use quiver_plugin_api::{PluginManifest, ToolError, ToolManifest, str_arg};
-use serde_json::{Value, json};
+use quiver_plugin_api::{JsonSchema, ToolError, tool};
+use serde::{Deserialize, Serialize};
 
-fn manifest() -> PluginManifest {
-    PluginManifest::new("time", env!("CARGO_PKG_VERSION"))
-        .tool(ToolManifest::new(
-            "time_now",
-            "The current date and time in an IANA time zone (default UTC), with its UTC offset and weekday.",
-            json!({"type": "object", "properties": {
-                "zone": {"type": "string", "description": "IANA zone, e.g. Europe/Paris."}
-            }}),
-        ))
-        .tool(ToolManifest::new(
-            "time_convert",
-            "Convert a date-time from one time zone to another. `datetime` is an RFC 3339 timestamp or a civil date-time like 2025-03-30T02:30 read in `from_zone`.",
-            json!({"type": "object", "properties": {
-                "datetime": {"type": "string"},
-                "from_zone": {"type": "string", "description": "Zone of a civil date-time (default UTC)."},
-                "to_zone": {"type": "string"}
-            }, "required": ["datetime", "to_zone"]}),
-        ))
-        .tool(ToolManifest::new(
-            "time_add",
-            "Add a duration (ISO 8601 like P1M2DT3H, or friendly like '2 days 3 hours'; negative to subtract) to a date-time in a zone, respecting DST.",
-            json!({"type": "object", "properties": {
-                "datetime": {"type": "string"},
-                "zone": {"type": "string", "description": "Default UTC."},
-                "duration": {"type": "string"}
-            }, "required": ["datetime", "duration"]}),
-        ))
-        .tool(ToolManifest::new(
-            "time_diff",
-            "The duration between two date-times (RFC 3339 or civil in `zone`), in days, hours, minutes and seconds.",
-            json!({"type": "object", "properties": {
-                "start": {"type": "string"},
-                "end": {"type": "string"},
-                "zone": {"type": "string", "description": "Default UTC."}
-            }, "required": ["start", "end"]}),
-        ))
-}
-
-fn zone(name: Option<&str>) -> Result<TimeZone, ToolError> {
+fn zone(field: &str, name: Option<&str>) -> Result<TimeZone, ToolError> {
     match name {
         None | Some("UTC") | Some("utc") => Ok(TimeZone::UTC),
-        Some(name) => TimeZone::get(name)
-            .map_err(|e| ToolError::new(format!("unknown time zone `{name}`: {e}"))),
+        Some(name) => TimeZone::get(name).map_err(|e| {
+            ToolError::invalid_argument(field, format!("unknown time zone `{name}`: {e}"))
+        }),
     }
 }
 
-fn parse_in(text: &str, tz: &TimeZone) -> Result<Zoned, ToolError> {
+fn parse_in(field: &str, text: &str, tz: &TimeZone) -> Result<Zoned, ToolError> {
     if let Ok(zoned) = text.parse::<Zoned>() {
         return Ok(zoned.with_time_zone(tz.clone()));
     }
@@ -62,111 +25,155 @@ fn parse_in(text: &str, tz: &TimeZone) -> Result<Zoned, ToolError> {
     let civil: civil::DateTime = text
         .parse()
         .or_else(|_| text.parse::<civil::Date>().map(|d| d.at(0, 0, 0, 0)))
-        .map_err(|e| ToolError::new(format!("cannot read `{text}` as a date-time: {e}")))?;
+        .map_err(|e| {
+            ToolError::invalid_argument(field, format!("cannot read `{text}` as a date-time: {e}"))
+        })?;
     civil
         .to_zoned_datetime(tz.clone())
-        .map_err(|e| ToolError::new(e.to_string()))
+        .map_err(|e| ToolError::invalid_argument(field, e.to_string()))
 }
 
-fn describe(z: &Zoned) -> Value {
-    json!({
-        "datetime": z.to_string(),
-        "rfc3339": z.timestamp().to_string(),
-        "zone": z.time_zone().iana_name().unwrap_or("UTC"),
-        "offset": z.offset().to_string(),
-        "weekday": format!("{:?}", z.weekday()),
-        "unix_seconds": z.timestamp().as_second(),
+/// A date-time in a zone.
+#[derive(Serialize, JsonSchema)]
+struct Described {
+    /// The zoned date-time (RFC 9557, with the zone in brackets).
+    datetime: String,
+    /// The same instant in UTC, RFC 3339.
+    rfc3339: String,
+    /// The IANA zone.
+    zone: String,
+    /// The UTC offset there and then.
+    offset: String,
+    /// The weekday there and then.
+    weekday: String,
+    /// Seconds since the Unix epoch.
+    unix_seconds: i64,
+}
+
+fn describe(z: &Zoned) -> Described {
+    Described {
+        datetime: z.to_string(),
+        rfc3339: z.timestamp().to_string(),
+        zone: z.time_zone().iana_name().unwrap_or("UTC").to_owned(),
+        offset: z.offset().to_string(),
+        weekday: format!("{:?}", z.weekday()),
+        unix_seconds: z.timestamp().as_second(),
+    }
+}
+
+/// Arguments of `time_now`.
+#[derive(Deserialize, JsonSchema)]
+struct NowArgs {
+    /// IANA zone, e.g. Europe/Paris.
+    #[serde(default)]
+    zone: Option<String>,
+}
+
+/// The current date and time in an IANA time zone (default UTC), with its UTC offset and weekday.
+#[tool(read_only, open_world = false)]
+fn time_now(args: NowArgs) -> Result<Described, ToolError> {
+    let tz = zone("zone", args.zone.as_deref())?;
+    Ok(describe(&Timestamp::now().to_zoned_datetime(tz)))
+}
+
+/// Arguments of `time_convert`.
+#[derive(Deserialize, JsonSchema)]
+struct ConvertArgs {
+    /// An RFC 3339 timestamp, or a civil date-time read in `from_zone`.
+    datetime: String,
+    /// Zone of a civil date-time (default UTC).
+    #[serde(default)]
+    from_zone: Option<String>,
+    /// The zone to convert to.
+    to_zone: String,
+}
+
+/// Convert a date-time from one time zone to another. `datetime` is an RFC 3339 timestamp or a civil date-time like 2025-03-30T02:30 read in `from_zone`.
+#[tool(read_only, idempotent, open_world = false)]
+fn time_convert(args: ConvertArgs) -> Result<Described, ToolError> {
+    let from = zone("from_zone", args.from_zone.as_deref())?;
+    let to = zone("to_zone", Some(&args.to_zone))?;
+    let zoned = parse_in("datetime", &args.datetime, &from)?;
+    Ok(describe(&zoned.with_time_zone(to)))
+}
+
+/// Arguments of `time_add`.
+#[derive(Deserialize, JsonSchema)]
+struct AddArgs {
+    /// An RFC 3339 timestamp, or a civil date-time read in `zone`.
+    datetime: String,
+    /// Default UTC.
+    #[serde(default)]
+    zone: Option<String>,
+    /// ISO 8601 (P1M2DT3H) or friendly ("2 days 3 hours"); negative to subtract.
+    duration: String,
+}
+
+/// Add a duration (ISO 8601 like P1M2DT3H, or friendly like '2 days 3 hours'; negative to subtract) to a date-time in a zone, respecting DST.
+#[tool(read_only, idempotent, open_world = false)]
+fn time_add(args: AddArgs) -> Result<Described, ToolError> {
+    let tz = zone("zone", args.zone.as_deref())?;
+    let zoned = parse_in("datetime", &args.datetime, &tz)?;
+    let span: Span = args.duration.parse().map_err(|e| {
+        ToolError::invalid_argument(
+            "duration",
+            format!("cannot read duration `{}`: {e}", args.duration),
+        )
+    })?;
+    let result = zoned
+        .checked_add(span)
+        .map_err(|e| ToolError::failed(e.to_string()))?;
+    Ok(describe(&result))
+}
+
+/// Arguments of `time_diff`.
+#[derive(Deserialize, JsonSchema)]
+struct DiffArgs {
+    /// The first date-time (RFC 3339, or civil in `zone`).
+    start: String,
+    /// The second date-time (RFC 3339, or civil in `zone`).
+    end: String,
+    /// Default UTC.
+    #[serde(default)]
+    zone: Option<String>,
+}
+
+/// The duration from `start` to `end`.
+#[derive(Serialize, JsonSchema)]
+struct Difference {
+    /// Signed total seconds.
+    seconds: i64,
+    /// Whole days of the absolute difference.
+    days: u64,
+    /// Hours past the days.
+    hours: u64,
+    /// Minutes past the hours.
+    minutes: u64,
+    /// Seconds past the minutes.
+    remaining_seconds: u64,
+    /// Whether `end` is before `start`.
+    negative: bool,
+}
+
+/// The duration between two date-times (RFC 3339 or civil in `zone`), in days, hours, minutes and seconds.
+#[tool(read_only, idempotent, open_world = false)]
+fn time_diff(args: DiffArgs) -> Result<Difference, ToolError> {
+    let tz = zone("zone", args.zone.as_deref())?;
+    let start = parse_in("start", &args.start, &tz)?;
+    let end = parse_in("end", &args.end, &tz)?;
+    let seconds = end.timestamp().as_second() - start.timestamp().as_second();
+    let abs = seconds.unsigned_abs();
+    Ok(Difference {
+        seconds,
+        days: abs / 86_400,
+        hours: abs % 86_400 / 3600,
+        minutes: abs % 3600 / 60,
+        remaining_seconds: abs % 60,
+        negative: seconds < 0,
     })
 }
 
-fn call(tool: &str, arguments: Value) -> Result<Value, ToolError> {
-    match tool {
-        "time_now" => {
-            let tz = zone(arguments["zone"].as_str())?;
-            Ok(describe(&Timestamp::now().to_zoned_datetime(tz)))
-        }
-        "time_convert" => {
-            let from = zone(arguments["from_zone"].as_str())?;
-            let to = zone(Some(str_arg(&arguments, "to_zone")?))?;
-            let zoned = parse_in(str_arg(&arguments, "datetime")?, &from)?;
-            Ok(describe(&zoned.with_time_zone(to)))
-        }
-        "time_add" => {
-            let tz = zone(arguments["zone"].as_str())?;
-            let zoned = parse_in(str_arg(&arguments, "datetime")?, &tz)?;
-            let text = str_arg(&arguments, "duration")?;
-            let span: Span = text
-                .parse()
-                .map_err(|e| ToolError::new(format!("cannot read duration `{text}`: {e}")))?;
-            let result = zoned
-                .checked_add(span)
-                .map_err(|e| ToolError::new(e.to_string()))?;
-            Ok(describe(&result))
-        }
-        "time_diff" => {
-            let tz = zone(arguments["zone"].as_str())?;
-            let start = parse_in(str_arg(&arguments, "start")?, &tz)?;
-            let end = parse_in(str_arg(&arguments, "end")?, &tz)?;
-            let seconds = end.timestamp().as_second() - start.timestamp().as_second();
-            let abs = seconds.unsigned_abs();
-            Ok(json!({
-                "seconds": seconds,
-                "days": abs / 86_400,
-                "hours": abs % 86_400 / 3600,
-                "minutes": abs % 3600 / 60,
-                "remaining_seconds": abs % 60,
-                "negative": seconds < 0,
-            }))
-        }
-        other => Err(ToolError::unknown_tool(other)),
-    }
-}
-
-quiver_plugin_api::export_plugin!(manifest, call);
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn converts_across_zones() {
-        let out = call(
-            "time_convert",
-            json!({"datetime": "2025-01-15T12:00:00Z", "to_zone": "Asia/Tokyo"}),
-        )
-        .unwrap();
-        assert_eq!(out["offset"], "+09");
-        assert!(
-            out["datetime"]
-                .as_str()
-                .unwrap()
-                .starts_with("2025-01-15T21:00:00")
-        );
-    }
-
-    #[test]
-    fn adds_across_dst_and_diffs() {
-        let out = call(
-            "time_add",
-            json!({"datetime": "2025-03-29T12:00", "zone": "Europe/Paris", "duration": "1 day"}),
-        )
-        .unwrap();
-        assert!(
-            out["datetime"]
-                .as_str()
-                .unwrap()
-                .starts_with("2025-03-30T12:00:00+02:00")
-        );
-        let diff = call(
-            "time_diff",
-            json!({"start": "2025-01-01", "end": "2025-01-02T01:00"}),
-        )
-        .unwrap();
-        assert_eq!(
-            (diff["days"].as_u64(), diff["hours"].as_u64()),
-            (Some(1), Some(1))
-        );
-        assert!(call("time_now", json!({"zone": "Mars/Base"})).is_err());
-    }
+quiver_plugin_api::plugin! {
+    name: "time",
+    tools: [time_now, time_convert, time_add, time_diff],
 }

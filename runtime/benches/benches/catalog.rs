@@ -1,7 +1,7 @@
 //! Criterion benchmarks for per-turn assembly and tool search.
 //!
 //! Catalogs are read at run time from the shared reference catalogs
-//! (`../../shared/catalogs` relative to this crate's manifest), plus one
+//! (`../../../shared/catalogs` relative to this crate's manifest), plus one
 //! generated 100,000-tool catalog (500 servers x 200 tools) built
 //! deterministically here. Results and targets: `docs/BENCHMARKS.md`.
 //!
@@ -41,7 +41,7 @@ use serde_json::{Map, Value, json};
 const CONTEXT_TOKENS: u64 = 200_000;
 
 fn catalogs_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/catalogs")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/catalogs")
 }
 
 fn read_catalog(file: &str) -> CatalogDocument {

@@ -92,7 +92,7 @@ impl TurnLog for StoreLog<'_> {
 
 fn catalog(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/catalogs")
+        .join("../../../shared/catalogs")
         .join(name)
 }
 

@@ -1,6 +1,6 @@
 //! Heap bytes that Quiver keeps per tool beyond the tool's own schema.
 //!
-//! Loads reference catalogs (`../../shared/catalogs` relative to this
+//! Loads reference catalogs (`../../../shared/catalogs` relative to this
 //! crate's manifest) into a `ToolRegistry`, builds a `Catalog` and its
 //! `SearchIndex`, and measures live heap bytes with a counting global
 //! allocator. The baseline is each tool's `inputSchema` parsed alone into a
@@ -147,7 +147,7 @@ fn measure<T>(build: impl FnOnce() -> T) -> (T, Heap) {
 
 fn read_catalog(file: &str) -> CatalogDocument {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/catalogs")
+        .join("../../../shared/catalogs")
         .join(file);
     catalog_file::read(&path).expect("reference catalog is readable")
 }

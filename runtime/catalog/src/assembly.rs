@@ -13,6 +13,7 @@
 //! order sources registered in, so provider prompt caches keep hitting.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -20,11 +21,12 @@ use serde_json::{Value, json};
 
 use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
 use crate::catalog::Catalog;
+use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
 use crate::settings::ToolSearchConfig;
 use quiver_config::Switch;
 use quiver_search::classic::Scored;
-use quiver_tool::registry::RegistrySnapshot;
+use quiver_tool::registry::{RegistrySnapshot, ToolRegistry};
 use quiver_tool::scope::Scope;
 use quiver_tool::tokens;
 use quiver_tool::tool::function_definition;
@@ -57,15 +59,30 @@ struct CatalogKey {
 /// Default number of catalogs kept by an [`Assembler`].
 pub const DEFAULT_CATALOG_CACHE: usize = 32;
 
+struct CachedCatalog {
+    key: CatalogKey,
+    scope: Scope,
+    catalog: Arc<Catalog>,
+}
+
 /// Builds assemblies under one tool-search configuration.
 ///
-/// Catalogs (and their search indexes) are cached under the registry
-/// generation, the scope and the deferral switch: everything they are
-/// derived from, so a change to any of them is seen on the next assembly.
+/// Catalogs are cached under the registry generation, the scope and the
+/// deferral switch: everything they are derived from, so a change to any
+/// of them is seen on the next assembly. Their search indexes are made of
+/// per-source segments (see [`crate::indexing`]) cached across catalogs:
+/// with [`Assembler::index_in_background`], they are built when the
+/// registry publishes, on the blocking pool, and a catalog whose index is
+/// not ready yet answers searches with the previous generation's.
 pub struct Assembler {
     config: Arc<ToolSearchConfig>,
     cache_capacity: usize,
-    cache: Mutex<VecDeque<(CatalogKey, Arc<Catalog>)>>,
+    cache: Mutex<VecDeque<CachedCatalog>>,
+    segments: Arc<SegmentCache>,
+    /// Whether a background task indexes every published generation.
+    background: AtomicBool,
+    /// The generation of the last finished background pass.
+    ready: tokio::sync::watch::Sender<u64>,
 }
 
 impl Assembler {
@@ -77,10 +94,101 @@ impl Assembler {
     /// An assembler keeping at most `capacity` catalogs (0: rebuild every time).
     pub fn with_cache_capacity(config: ToolSearchConfig, capacity: usize) -> Assembler {
         Assembler {
+            segments: Arc::new(SegmentCache::new(config.mode)),
             config: Arc::new(config),
             cache_capacity: capacity,
             cache: Mutex::new(VecDeque::new()),
+            background: AtomicBool::new(false),
+            ready: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// The segments shared by this assembler's catalogs.
+    pub fn segments(&self) -> &SegmentCache {
+        &self.segments
+    }
+
+    /// Indexes every generation `registry` publishes in the background, on
+    /// the blocking pool (see [`Assembler::prepare`]); until a generation's
+    /// index is ready, its catalogs answer searches with the previous
+    /// generation's index. The task ends when the assembler or the registry
+    /// is dropped. Needs a tokio runtime.
+    pub fn index_in_background(
+        self: &Arc<Self>,
+        registry: &Arc<ToolRegistry>,
+    ) -> tokio::task::JoinHandle<()> {
+        self.background.store(true, Ordering::Release);
+        let mut changes = registry.subscribe();
+        let assembler = Arc::downgrade(self);
+        let registry = Arc::downgrade(registry);
+        tokio::spawn(async move {
+            loop {
+                changes.borrow_and_update();
+                let (Some(assembler), Some(snapshot)) = (
+                    assembler.upgrade(),
+                    registry.upgrade().map(|r| r.snapshot()),
+                ) else {
+                    break;
+                };
+                let generation = snapshot.generation();
+                let worker = assembler.clone();
+                if let Err(error) =
+                    tokio::task::spawn_blocking(move || worker.prepare(&snapshot)).await
+                {
+                    tracing::warn!(%error, generation, "background indexing failed; searches index when they need to");
+                }
+                assembler.ready.send_replace(generation);
+                drop(assembler);
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+    }
+
+    /// Builds `snapshot`'s catalogs for the scopes in use (every cached
+    /// scope, else every tool) and their search indexes, reusing the
+    /// segments of unchanged sources and building the others. Blocking:
+    /// the background task runs it on the blocking pool.
+    pub fn prepare(&self, snapshot: &Arc<RegistrySnapshot>) {
+        self.segments.begin_pass();
+        let mut scopes: Vec<(Scope, bool)> = Vec::new();
+        {
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            for entry in cache.iter() {
+                if !scopes
+                    .iter()
+                    .any(|(s, d)| s.cache_key() == entry.key.scope && *d == entry.key.defer)
+                {
+                    scopes.push((entry.scope.clone(), entry.key.defer));
+                }
+            }
+        }
+        if scopes.is_empty() {
+            scopes.push((Scope::all(), self.config.enabled != Switch::Off));
+        }
+        for (scope, defer) in scopes {
+            let catalog = self.catalog(snapshot, &scope, defer);
+            if !catalog.is_index_ready() {
+                catalog.set_index(Arc::new(self.segments.compose(catalog.groups())));
+            }
+        }
+        self.segments.end_pass();
+    }
+
+    /// Resolves once the background pass for `generation` or a later one
+    /// has finished: from then on, searches of catalogs of that generation
+    /// use their own index. Only an assembler indexing in the background
+    /// (see [`Assembler::index_in_background`]) ever resolves it.
+    pub async fn index_ready(&self, generation: u64) {
+        let mut ready = self.ready.subscribe();
+        // The sender lives as long as `self`.
+        let _ = ready.wait_for(|&done| done >= generation).await;
+    }
+
+    /// The generation of the last finished background pass.
+    pub fn ready_generation(&self) -> u64 {
+        *self.ready.borrow()
     }
 
     /// The configuration.
@@ -101,15 +209,41 @@ impl Assembler {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = cache
             .iter()
-            .position(|(k, _)| *k == key)
+            .position(|e| e.key == key)
             .and_then(|position| cache.remove(position))
         {
-            let catalog = entry.1.clone();
+            let catalog = entry.catalog.clone();
             cache.push_front(entry);
             return catalog;
         }
-        let catalog = Arc::new(Catalog::build(snapshot, scope, &self.config, defer));
-        cache.push_front((key, catalog.clone()));
+        let catalog = Arc::new(
+            Catalog::build(snapshot, scope, &self.config, defer)
+                .with_segments(self.segments.clone()),
+        );
+        if let Some(index) = self.segments.compose_cached(catalog.groups()) {
+            catalog.set_index(Arc::new(index));
+        } else if self.background.load(Ordering::Acquire) {
+            // The background pass is building this generation's segments:
+            // the same sessions' latest earlier catalog answers meanwhile.
+            let previous = cache
+                .iter()
+                .filter(|e| {
+                    e.key.registry_id == key.registry_id
+                        && e.key.scope == key.scope
+                        && e.key.defer == key.defer
+                        && e.key.generation < key.generation
+                })
+                .max_by_key(|e| e.key.generation)
+                .and_then(|e| e.catalog.serving_index());
+            if let Some(previous) = previous {
+                catalog.serve_meanwhile(previous);
+            }
+        }
+        cache.push_front(CachedCatalog {
+            key,
+            scope: scope.clone(),
+            catalog: catalog.clone(),
+        });
         cache.truncate(self.cache_capacity);
         catalog
     }
@@ -139,6 +273,11 @@ impl Assembler {
             Switch::Auto => catalog.deferred_count() > 0,
         };
         let mut tools: Vec<Value> = catalog.eager().iter().map(|t| t.definition()).collect();
+        let eager_chars: u64 = catalog
+            .eager()
+            .iter()
+            .map(|t| t.definition_chars() as u64)
+            .sum();
         let deferred_chars = catalog.deferred_definition_chars();
         let (tier, listing, search_description) = if !bridge {
             (
@@ -178,6 +317,21 @@ impl Assembler {
             ));
             (tier, listing, Some(description))
         };
+        // What the tools array costs now, against every tool sent with
+        // its schema: the figure tool search exists for.
+        let sent_chars: u64 = tools
+            .iter()
+            .map(|t| t.to_string().chars().count() as u64)
+            .sum();
+        let savings = Savings {
+            tokens_without_tool_search: tokens::tokens_for_chars(eager_chars + deferred_chars),
+            tokens_with_tool_search: tokens::tokens_for_chars(sent_chars),
+            bridge_tokens: tokens::tokens_for_chars(sent_chars.saturating_sub(eager_chars)),
+        };
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "without")
+            .record(savings.tokens_without_tool_search as f64);
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "with")
+            .record(savings.tokens_with_tool_search as f64);
         Assembly {
             snapshot: snapshot.clone(),
             catalog,
@@ -186,6 +340,7 @@ impl Assembler {
             listing,
             budget_tokens,
             deferred_tokens: tokens::tokens_for_chars(deferred_chars),
+            savings,
             tools,
             search_description,
         }
@@ -210,6 +365,55 @@ fn search_description(catalog: &Catalog, listing: &Listing) -> String {
     text
 }
 
+/// What tool search saves on one assembly, in tokens of tool definitions
+/// (`ceil(chars / 4)` of their JSON text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Savings {
+    /// Every tool in scope sent with its schema (tier 0).
+    pub tokens_without_tool_search: u64,
+    /// The tools array as sent: the eager tools, and the bridge tools with
+    /// the listing when there is a bridge (equal to the above without one).
+    pub tokens_with_tool_search: u64,
+    /// Of those, the three bridge tools (their schemas and the listing).
+    pub bridge_tokens: u64,
+}
+
+impl Savings {
+    /// Tokens saved (negative when the bridge costs more than the tools
+    /// it stands for).
+    pub fn saved_tokens(&self) -> i64 {
+        self.tokens_without_tool_search as i64 - self.tokens_with_tool_search as i64
+    }
+
+    /// The saving as a percentage of the eager cost, to one decimal.
+    pub fn saved_pct(&self) -> f64 {
+        if self.tokens_without_tool_search == 0 {
+            return 0.0;
+        }
+        let pct = self.saved_tokens() as f64 * 100.0 / self.tokens_without_tool_search as f64;
+        (pct * 10.0).round() / 10.0
+    }
+
+    /// E.g. `22 tools: 2438 tokens sent eagerly, 1296 with tool search
+    /// (-46.8%; 919 of them the bridge tools)`.
+    pub fn describe(&self, tools: usize) -> String {
+        let bridge = if self.bridge_tokens > 0
+            && self.tokens_with_tool_search != self.tokens_without_tool_search
+        {
+            format!("; {} of them the bridge tools", self.bridge_tokens)
+        } else {
+            String::new()
+        };
+        format!(
+            "{tools} tools: {} tokens of definitions sent eagerly, {} with tool search ({}{}%{bridge})",
+            self.tokens_without_tool_search,
+            self.tokens_with_tool_search,
+            if self.saved_tokens() > 0 { "-" } else { "+" },
+            self.saved_pct().abs(),
+        )
+    }
+}
+
 /// What the model sees on one turn, and the bridge handlers that act on it.
 pub struct Assembly {
     snapshot: Arc<RegistrySnapshot>,
@@ -219,6 +423,7 @@ pub struct Assembly {
     listing: Listing,
     budget_tokens: u64,
     deferred_tokens: u64,
+    savings: Savings,
     tools: Vec<Value>,
     search_description: Option<String>,
 }
@@ -242,6 +447,16 @@ impl Assembly {
     /// Tokens the deferred tools' definitions would have cost.
     pub fn deferred_tokens(&self) -> u64 {
         self.deferred_tokens
+    }
+
+    /// What tool search saves on this assembly.
+    pub fn savings(&self) -> Savings {
+        self.savings
+    }
+
+    /// Tools in scope: the eager ones and the deferred ones.
+    pub fn tool_count(&self) -> usize {
+        self.catalog.eager().len() + self.catalog.deferred_count()
     }
 
     /// The OpenAI-style tools array for the model.
@@ -286,14 +501,13 @@ impl Assembly {
     /// `search_default_limit` and is clamped to `1..=max_search_limit`.
     pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
         self.catalog
-            .index()
             .search(query, self.config.effective_limit(limit))
     }
 
     /// Search with any `limit` (not clamped to `max_search_limit`), for
     /// evaluation.
     pub fn search_unclamped(&self, query: &str, limit: usize) -> Vec<Scored> {
-        self.catalog.index().search(query, limit)
+        self.catalog.search(query, limit)
     }
 
     /// The assembly in the `quiver catalog assemble --json` shape.
@@ -305,6 +519,11 @@ impl Assembly {
             "listing_tokens": self.listing.tokens,
             "deferred_count": self.catalog.deferred_count(),
             "deferred_tokens": self.deferred_tokens,
+            "tokens_without_tool_search": self.savings.tokens_without_tool_search,
+            "tokens_with_tool_search": self.savings.tokens_with_tool_search,
+            "bridge_tokens": self.savings.bridge_tokens,
+            "saved_tokens": self.savings.saved_tokens(),
+            "saved_pct": self.savings.saved_pct(),
             "servers": self.listing.groups,
             "tools": self.tools,
         })
@@ -498,5 +717,86 @@ mod tests {
             .map(|h| h.tool.name().to_owned())
             .collect();
         assert_eq!(hits, ["mcp_a_x"]);
+    }
+
+    fn hits(assembly: &Assembly, query: &str) -> Vec<(String, f64)> {
+        assembly
+            .search(query, Some(20))
+            .iter()
+            .map(|h| (h.tool.name().to_owned(), h.score))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn background_indexing_serves_the_new_source_once_ready() {
+        let registry = Arc::new(ToolRegistry::new());
+        registry.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("alpha")]);
+        registry.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("beta")]);
+        let assembler = Arc::new(Assembler::new(ToolSearchConfig::default()));
+        let _task = assembler.index_in_background(&registry);
+        assembler
+            .index_ready(registry.snapshot().generation())
+            .await;
+        let first = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        // Built by the background pass, not by this search.
+        assert!(first.catalog().is_index_ready());
+        assert_eq!(hits(&first, "alpha")[0].0, "mcp_a_alpha");
+        let b_segment_before = assembler.segments().len();
+
+        let generation = registry
+            .set_source_tools(
+                ToolSource::Mcp("a".into()),
+                vec![spec("alpha"), spec("gamma")],
+            )
+            .generation;
+        // Before the new index is ready, a search answers whole: either
+        // generation's tools, never a tool of neither.
+        let meanwhile = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        for (name, _) in hits(&meanwhile, "gamma alpha beta") {
+            assert!(["mcp_a_alpha", "mcp_a_gamma", "mcp_b_beta"].contains(&name.as_str()));
+        }
+        assembler.index_ready(generation).await;
+        let after = assembler.assemble(&registry.snapshot(), &Scope::all(), 50_000);
+        assert!(after.catalog().is_index_ready());
+        // The same answers as a full rebuild of every segment.
+        let full =
+            crate::catalog::Retriever::build(after.catalog().mode(), after.catalog().groups());
+        for query in ["gamma", "alpha", "beta", "does"] {
+            let rebuilt: Vec<(String, f64)> = full
+                .search(query, 20)
+                .iter()
+                .map(|h| (h.tool.name().to_owned(), h.score))
+                .collect();
+            assert_eq!(hits(&after, query), rebuilt, "{query}");
+        }
+        assert!(!hits(&after, "gamma").is_empty());
+        // Server b's segment was reused, a's rebuilt: the cache holds both
+        // generations' `a` until the next pass drops the unused one.
+        assert!(assembler.segments().len() >= b_segment_before);
+    }
+
+    #[test]
+    fn a_catalog_serving_an_earlier_index_drops_tools_it_no_longer_holds() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(
+            ToolSource::Mcp("s".into()),
+            vec![spec("alpha"), spec("beta")],
+        );
+        let config = ToolSearchConfig::default();
+        let old = Catalog::build(&registry.snapshot(), &Scope::all(), &config, true);
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("alpha")]);
+        let new = Catalog::build(&registry.snapshot(), &Scope::all(), &config, true);
+        new.serve_meanwhile(old.index());
+        assert!(!new.is_index_ready());
+        let names: Vec<String> = new
+            .search("alpha beta", 10)
+            .iter()
+            .map(|h| h.tool.name().to_owned())
+            .collect();
+        assert_eq!(names, ["mcp_s_alpha"]);
+        // The hit is this catalog's own tool.
+        let hit = new.search("alpha", 10).remove(0);
+        assert!(Arc::ptr_eq(&hit.tool, &new.groups()[0].tools()[0]));
+        assert!(!new.is_index_ready(), "serving meanwhile builds nothing");
     }
 }

@@ -131,6 +131,20 @@ pub enum BridgeError {
         /// Up to three close in-scope names.
         suggestions: Vec<String>,
     },
+    /// No tool of that name yet, and it is named like a tool of an MCP
+    /// server of this session that is still connecting: not an unknown
+    /// name, a server not ready.
+    #[error(
+        "`{name}` is not available yet: MCP server `{server}` is {state}; retry in a moment, or see tool_search"
+    )]
+    ServerConnecting {
+        /// The name asked for.
+        name: String,
+        /// The server its name belongs to.
+        server: String,
+        /// The server's state, in words (`still connecting`, ...).
+        state: String,
+    },
     /// The tool exists but this session was not granted it.
     #[error("tool `{name}` is not available in this session")]
     NotAvailable {
@@ -170,6 +184,7 @@ impl BridgeError {
             BridgeError::InvalidArgumentsJson { .. } => "invalid_arguments_json",
             BridgeError::ArgumentsNotObject { .. } => "arguments_not_object",
             BridgeError::UnknownTool { .. } => "unknown_tool",
+            BridgeError::ServerConnecting { .. } => "server_connecting",
             BridgeError::NotAvailable { .. } => "not_available",
         }
     }
@@ -177,8 +192,12 @@ impl BridgeError {
     /// The error as the JSON tool result the model receives.
     pub fn to_json(&self) -> Value {
         let mut out = json!({"error": self.code(), "message": self.to_string()});
-        if let BridgeError::UnknownTool { suggestions, .. } = self {
-            out["suggestions"] = json!(suggestions);
+        match self {
+            BridgeError::UnknownTool { suggestions, .. } => {
+                out["suggestions"] = json!(suggestions);
+            }
+            BridgeError::ServerConnecting { server, .. } => out["server"] = json!(server),
+            _ => {}
         }
         out
     }
@@ -238,6 +257,9 @@ pub fn match_json(tool: &Tool, score: f64) -> Value {
         }] = json!(group);
     }
     entry["tool"] = json!(tool.original_name());
+    if let Some(title) = tool.title() {
+        entry["title"] = json!(title);
+    }
     entry["description"] = json!(cut(tool.description(), MATCH_DESCRIPTION_CHARS));
     entry["score"] = json!(round_score(score));
     entry
@@ -365,14 +387,30 @@ pub fn search_with_status(
             .iter()
             .map(|query| search_one(assembly, query, limit, status))
             .collect();
-        return Ok(json!({"results": results}));
+        return Ok(with_quarantine_note(json!({"results": results}), status));
     }
     let query = arguments
         .get("query")
         .and_then(Value::as_str)
         .ok_or(BridgeError::MissingQuery)?;
     check_query(query, || "`query`".to_owned())?;
-    Ok(search_one(assembly, query, limit, status))
+    Ok(with_quarantine_note(
+        search_one(assembly, query, limit, status),
+        status,
+    ))
+}
+
+/// Adds `quarantined`, a sentence counting the tools of each server held
+/// back until an operator accepts their definitions (never their names or
+/// text), when there are any.
+fn with_quarantine_note(
+    mut out: Value,
+    status: Option<&dyn quiver_tool::status::McpStatusView>,
+) -> Value {
+    if let Some(note) = status.and_then(quiver_tool::status::quarantine_note) {
+        out["quarantined"] = json!(note);
+    }
+    out
 }
 
 /// Bounds a `tool_search` answer to `max_chars` characters of compact
@@ -432,6 +470,10 @@ fn search_one(
         if let Some(unavailable) = status.and_then(quiver_tool::status::unavailable_note) {
             note.push(' ');
             note.push_str(&unavailable);
+        }
+        if let Some(quarantined) = status.and_then(quiver_tool::status::quarantine_note) {
+            note.push(' ');
+            note.push_str(&quarantined);
         }
         out["note"] = json!(note);
     }
@@ -587,8 +629,21 @@ fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
         }] = json!(group);
     }
     out["tool"] = json!(tool.original_name());
+    if let Some(title) = tool.title() {
+        out["title"] = json!(title);
+    }
     out["description"] = json!(tool.description());
     out["input_schema"] = tool.input_schema().clone();
+    if let Some(metadata) = tool.metadata() {
+        // The source's claims, said as such: what the tool does to the
+        // world, and the shape of its structured result.
+        if !metadata.annotations.is_empty() {
+            out["annotations"] = metadata.annotations.to_json();
+        }
+        if let Some(output) = &metadata.output_schema {
+            out["output_schema"] = output.clone();
+        }
+    }
     if assembly.catalog().is_eager(tool.name()) {
         out["note"] = json!("this tool is already in your tool list; call it directly");
     }

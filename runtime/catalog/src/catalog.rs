@@ -5,8 +5,11 @@
 //! globs, and from nothing else, so it can be rebuilt on every assembly (or
 //! cached under exactly that key) and can never drift from the live tools.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
+
+use crate::indexing::{Segment, SegmentCache};
 use crate::settings::{SearchMode, ToolSearchConfig};
 use quiver_search::classic::{Scored, SearchIndex};
 use quiver_search::enhanced::EnhancedIndex;
@@ -72,6 +75,10 @@ impl CatalogGroup {
     pub fn description(&self) -> Option<&str> {
         self.description.as_deref()
     }
+
+    pub(crate) fn description_arc(&self) -> Option<&Arc<str>> {
+        self.description.as_ref()
+    }
 }
 
 /// Eager and deferred tools of one session at one registry generation.
@@ -83,7 +90,14 @@ pub struct Catalog {
     deferred_count: usize,
     deferred_definition_chars: u64,
     mode: SearchMode,
-    index: OnceLock<Retriever>,
+    /// The index over this catalog's deferred tools, once built.
+    index: ArcSwapOption<Retriever>,
+    /// The index of the same scope's catalog at an earlier generation,
+    /// which answers searches until `index` is ready (see
+    /// [`Catalog::search`]).
+    previous: ArcSwapOption<Retriever>,
+    /// Where its index takes unchanged sources' segments from.
+    segments: Option<Arc<SegmentCache>>,
 }
 
 /// The index behind `tool_search`, of the configured mode.
@@ -96,15 +110,38 @@ pub enum Retriever {
 }
 
 impl Retriever {
-    /// Indexes the tools of `groups` for `mode` (the enhanced mode also
-    /// matches each group's description).
+    /// Indexes the tools of `groups` for `mode`, one fresh segment per
+    /// group (the enhanced mode also matches each group's description):
+    /// a full rebuild.
     pub fn build(mode: SearchMode, groups: &[CatalogGroup]) -> Retriever {
+        Retriever::from_segments(
+            mode,
+            groups.iter().map(|g| Segment::build(mode, g)).collect(),
+        )
+    }
+
+    /// Combines per-group segments, in catalog order, into the index of
+    /// `mode` (segments of the other mode are ignored); scores equal those
+    /// of [`Retriever::build`] over the same groups.
+    pub fn from_segments(mode: SearchMode, segments: Vec<Segment>) -> Retriever {
         match mode {
-            SearchMode::Classic => {
-                Retriever::Classic(SearchIndex::build(groups.iter().flat_map(|g| &g.tools)))
-            }
-            SearchMode::Enhanced => Retriever::Enhanced(Box::new(EnhancedIndex::build_described(
-                groups.iter().map(|g| (g.description(), g.tools.as_slice())),
+            SearchMode::Classic => Retriever::Classic(SearchIndex::from_segments(
+                segments
+                    .into_iter()
+                    .filter_map(|s| match s {
+                        Segment::Classic(segment) => Some(segment),
+                        Segment::Enhanced(_) => None,
+                    })
+                    .collect(),
+            )),
+            SearchMode::Enhanced => Retriever::Enhanced(Box::new(EnhancedIndex::from_segments(
+                segments
+                    .into_iter()
+                    .filter_map(|s| match s {
+                        Segment::Enhanced(segment) => Some(segment),
+                        Segment::Classic(_) => None,
+                    })
+                    .collect(),
             ))),
         }
     }
@@ -181,7 +218,9 @@ impl Catalog {
             deferred_count,
             deferred_definition_chars,
             mode: config.mode,
-            index: OnceLock::new(),
+            index: ArcSwapOption::empty(),
+            previous: ArcSwapOption::empty(),
+            segments: None,
         }
     }
 
@@ -238,10 +277,90 @@ impl Catalog {
         self.eager.binary_search_by(|t| t.name().cmp(name)).is_ok()
     }
 
-    /// The search index over the deferred tools, built on first use.
-    pub fn index(&self) -> &Retriever {
-        self.index
-            .get_or_init(|| Retriever::build(self.mode, &self.groups))
+    /// The search mode.
+    pub fn mode(&self) -> SearchMode {
+        self.mode
+    }
+
+    /// The search index over the deferred tools: the one set by the
+    /// assembler (see [`crate::indexing`]), else built here on first use,
+    /// for a catalog used on its own.
+    pub fn index(&self) -> Arc<Retriever> {
+        if let Some(index) = self.index.load_full() {
+            return index;
+        }
+        let index = Arc::new(match &self.segments {
+            Some(segments) => segments.compose(&self.groups),
+            None => Retriever::build(self.mode, &self.groups),
+        });
+        self.index.store(Some(index.clone()));
+        index
+    }
+
+    /// Builds this catalog's index from (and into) `segments`.
+    pub fn with_segments(mut self, segments: Arc<SegmentCache>) -> Catalog {
+        self.segments = Some(segments);
+        self
+    }
+
+    /// The index over this catalog's own tools, if it is ready.
+    pub fn ready_index(&self) -> Option<Arc<Retriever>> {
+        self.index.load_full()
+    }
+
+    /// Whether this catalog's own index is ready.
+    pub fn is_index_ready(&self) -> bool {
+        self.index.load().is_some()
+    }
+
+    pub(crate) fn set_index(&self, index: Arc<Retriever>) {
+        self.index.store(Some(index));
+        self.previous.store(None);
+    }
+
+    /// Lets an earlier generation's index answer until this one's is set.
+    pub(crate) fn serve_meanwhile(&self, previous: Arc<Retriever>) {
+        if self.index.load().is_none() {
+            self.previous.store(Some(previous));
+        }
+    }
+
+    /// The index serving searches now: this catalog's own, else the earlier
+    /// one it was given to serve meanwhile.
+    pub(crate) fn serving_index(&self) -> Option<Arc<Retriever>> {
+        self.index.load_full().or_else(|| self.previous.load_full())
+    }
+
+    /// The best `limit` deferred tools for `query`. While the index of this
+    /// generation is being built in the background, the previous
+    /// generation's answers, less the tools this catalog no longer holds
+    /// (each hit is this catalog's tool of that name): a source changed is
+    /// seen whole, before or after, never half.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        if let Some(index) = self.index.load_full() {
+            return index.search(query, limit);
+        }
+        let Some(previous) = self.previous.load_full() else {
+            return self.index().search(query, limit);
+        };
+        previous
+            .search(query, limit)
+            .into_iter()
+            .filter_map(|hit| {
+                let group = self
+                    .groups
+                    .iter()
+                    .find(|g| g.source == *hit.tool.source())?;
+                let at = group
+                    .tools
+                    .binary_search_by(|t| t.name().cmp(hit.tool.name()))
+                    .ok()?;
+                Some(Scored {
+                    tool: group.tools.get(at)?.clone(),
+                    score: hit.score,
+                })
+            })
+            .collect()
     }
 }
 

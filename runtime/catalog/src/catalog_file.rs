@@ -145,6 +145,8 @@ pub fn dump(registry: &ToolRegistry) -> CatalogDocument {
     let servers = snapshot
         .groups()
         .iter()
+        // Core tools are the runtime's own, always sent: not a catalog's.
+        .filter(|group| *group.source() != ToolSource::Core)
         .map(|group| CatalogServer {
             name: group.source().group().unwrap_or("core").to_owned(),
             description: group

@@ -3,8 +3,9 @@
 //! the [`assembly`] (tier 0, 1 or 2, byte-identical for the same tools),
 //! the bridge tools `tool_search`, `tool_describe` and `tool_call` ([`bridge_tools`]
 //! defines them, [`bridge`] carries their calls out),
-//! the [`settings`] of `tools.tool_search`, and [`catalog_file`], the
-//! shared catalog format the CLI and benchmarks read.
+//! the [`settings`] of `tools.tool_search`, [`catalog_file`], the
+//! shared catalog format the CLI and benchmarks read, and [`indexing`], the
+//! per-source search segments built in the background.
 //!
 //! ```
 //! use quiver_catalog::{assembly::Assembler, settings::ToolSearchConfig};
@@ -28,5 +29,6 @@ pub mod bridge;
 pub mod bridge_tools;
 pub mod catalog;
 pub mod catalog_file;
+pub mod indexing;
 pub mod listing;
 pub mod settings;

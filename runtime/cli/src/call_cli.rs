@@ -30,7 +30,7 @@ pub(crate) struct CallArgs {
     /// The call's arguments, a JSON object.
     #[arg(long, default_value = "{}")]
     arguments: String,
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Toolsets or tool globs granted to the session (default: everything).
@@ -49,7 +49,8 @@ pub(crate) struct CallArgs {
 
 /// Runs `quiver call`; exits non-zero when the call fails or is refused.
 pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
-    let config = crate::load_config(args.config.as_deref())?.config;
+    let origin = quiver_daemon::config::discover(args.config.as_deref());
+    let config = crate::load_config_from(&origin)?.config;
     let arguments: Value = serde_json::from_str(&args.arguments)
         .with_context(|| format!("--arguments is not JSON: {}", args.arguments))?;
     let scope = if args.grants.is_empty() {
@@ -76,7 +77,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
                 dev: args.dev,
                 approver: Some(approver),
                 watch_plugins: false,
-                config_file: args.config.clone(),
+                config_file: origin.file().map(std::path::Path::to_path_buf),
                 overrides: Default::default(),
             },
         )

@@ -20,7 +20,7 @@ use quiver_dispatch::approval::terminal::TerminalApprover;
 /// `quiver chat` arguments.
 #[derive(Args)]
 pub(crate) struct ChatArgs {
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Resume this stored session instead of starting a new one.
@@ -40,12 +40,12 @@ pub(crate) struct ChatArgs {
     dev: bool,
 }
 
-const HELP: &str =
-    "/tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
+const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
 
 /// Runs the conversation until `/quit` or the end of input.
 pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
-    let mut config = crate::load_config(args.config.as_deref())?.config;
+    let origin = quiver_daemon::config::discover(args.config.as_deref());
+    let mut config = crate::load_config_from(&origin)?.config;
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());
     }
@@ -80,7 +80,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 dev: args.dev,
                 approver: Some(Arc::new(approver)),
                 watch_plugins: true,
-                config_file: args.config.clone(),
+                config_file: origin.file().map(std::path::Path::to_path_buf),
                 overrides: Default::default(),
             },
         )
@@ -132,6 +132,11 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 "/quit" | "/exit" => break,
                 "/session" => {
                     eprintln!("{id}");
+                    continue;
+                }
+                // Answered here: the model never sees a slash command.
+                "/help" | "/?" => {
+                    eprintln!("{HELP}");
                     continue;
                 }
                 "/tools" => {

@@ -15,7 +15,7 @@ use quiver_catalog::settings::SearchMode;
 use quiver_config::ConfigError;
 use quiver_daemon::config::{self, LoadedConfig};
 use quiver_search::eval;
-use quiver_tool::registry::ToolRegistry;
+use quiver_tool::registry::{RegistrySnapshot, ToolRegistry};
 use quiver_tool::scope::Scope;
 
 mod call_cli;
@@ -24,6 +24,7 @@ mod example_server;
 mod plugin_cli;
 mod serve_cli;
 mod status_cli;
+mod tools_cli;
 
 #[derive(Parser)]
 #[command(
@@ -53,6 +54,9 @@ enum Command {
     Plugin(plugin_cli::PluginCommand),
     /// Show the plugins, MCP servers and sessions (asking the running daemon, if any).
     Status(status_cli::StatusArgs),
+    /// The live tool catalog: dump it, accept quarantined MCP tool definitions.
+    #[command(subcommand)]
+    Tools(tools_cli::ToolsCommand),
     /// Run one tool call through the dispatch chain, as the daemon would.
     Call(call_cli::CallArgs),
     /// The example notes MCP server of the embedded default config (stdio).
@@ -81,12 +85,20 @@ enum ConfigCommand {
 
 #[derive(Args)]
 struct CatalogSource {
-    /// Catalog file(s) in the shared catalog format; each server becomes an MCP server.
-    #[arg(long = "catalog", required = true)]
+    /// Catalog file(s) in the shared catalog format; each server becomes an
+    /// MCP server. None: the live sources of the config (its plugins and
+    /// MCP servers, started for the purpose) and the core tools.
+    #[arg(long = "catalog")]
     catalogs: Vec<PathBuf>,
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else the user config directory's, else the embedded default).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Without --catalog: how long to wait for the MCP servers' first connection, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    wait_s: f64,
+    /// Without --catalog: relax the plugin trust checks, for local development.
+    #[arg(long)]
+    dev: bool,
 }
 
 #[derive(Subcommand)]
@@ -143,20 +155,94 @@ enum CatalogCommand {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("QUIVER_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    init_logging();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs go to stderr: text (`QUIVER_LOG_FORMAT` unset or `text`), or one
+/// JSON object per line (`json`, tracing-subscriber's JSON layer), filtered
+/// by `QUIVER_LOG` (default `warn`). The startup summary's lines
+/// (`quiver::summary`) are always shown: as plain lines in text, as
+/// records in JSON.
+fn init_logging() {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, fmt};
+
+    let summary = quiver_daemon::startup::SUMMARY_TARGET;
+    let filter =
+        || EnvFilter::try_from_env("QUIVER_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let format = std::env::var("QUIVER_LOG_FORMAT").unwrap_or_default();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut unknown_format = None;
+    // rmcp's WARN for every error answer (method probes, cancelled calls)
+    // is left out: the gateway logs its own at their level.
+    let rmcp_error_answers = filter_fn(quiver_daemon::jsonrpc::keeps_event);
+    match format.trim() {
+        "json" => {
+            let directive = format!("{summary}=info");
+            let filter = match directive.parse() {
+                Ok(directive) => filter().add_directive(directive),
+                Err(_) => filter(),
+            };
+            tracing_subscriber::registry()
+                .with(rmcp_error_answers)
+                .with(
+                    fmt::layer()
+                        .json()
+                        .with_current_span(false)
+                        .with_writer(std::io::stderr)
+                        .with_filter(filter),
+                )
+                .init();
+        }
+        other => {
+            if !other.is_empty() && other != "text" {
+                unknown_format = Some(other.to_owned());
+            }
+            // The summary's lines: the message alone, no time, level or
+            // target, so that they read as a report.
+            let plain = fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .without_time()
+                .with_level(false)
+                .with_target(false)
+                .fmt_fields(fmt::format::debug_fn(|writer, field, value| {
+                    if field.name() == "message" {
+                        write!(writer, "{value:?}")
+                    } else {
+                        Ok(())
+                    }
+                }))
+                .with_filter(Targets::new().with_target(summary, LevelFilter::INFO));
+            let everything_else = Targets::new()
+                .with_target(summary, LevelFilter::OFF)
+                .with_default(LevelFilter::TRACE);
+            tracing_subscriber::registry()
+                .with(rmcp_error_answers)
+                .with(plain)
+                .with(
+                    fmt::layer()
+                        .with_writer(std::io::stderr)
+                        .with_ansi(ansi)
+                        .with_filter(filter())
+                        .with_filter(everything_else),
+                )
+                .init();
+        }
+    }
+    if let Some(format) = unknown_format {
+        tracing::warn!(
+            "QUIVER_LOG_FORMAT={format} is not a log format (json, text); logging as text"
+        );
     }
 }
 
@@ -172,13 +258,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Plugin(command) => plugin_cli::run(command),
         Command::Status(args) => status_cli::run(args),
         Command::Call(args) => call_cli::run(args),
+        Command::Tools(command) => tools_cli::run(command),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,
             json,
         }) => {
-            let (assembler, registry) = load(&source)?;
-            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), context_tokens);
+            let (assembler, snapshot) = load(&source)?;
+            let assembly = assembler.assemble(&snapshot, &Scope::all(), context_tokens);
             let mut out = std::io::stdout().lock();
             if json {
                 serde_json::to_writer(&mut out, &assembly.to_json())?;
@@ -193,6 +280,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     assembly.deferred_tokens(),
                     assembly.listing().tokens,
                     assembly.budget_tokens()
+                )?;
+                writeln!(
+                    out,
+                    "tool search: {}",
+                    assembly.savings().describe(assembly.tool_count())
                 )?;
                 for group in &assembly.listing().groups {
                     writeln!(
@@ -240,10 +332,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
             };
-            let (assembler, registry) = load(&source)?;
+            let (assembler, snapshot) = load(&source)?;
             // Search indexes the catalog as assembled for a large context;
             // the context size does not change what is searchable.
-            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+            let assembly = assembler.assemble(&snapshot, &Scope::all(), 1_000_000);
             let mut out = std::io::stdout().lock();
             for query in queries {
                 let hits = assembly.search(&query, limit);
@@ -382,18 +474,79 @@ fn config_schema(markdown: bool, write: Option<&Path>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The config `--config` names, else the one [`config::discover`] finds
+/// (`./quiver.yaml`, the user config directory's, the embedded default),
+/// with its warnings printed.
 fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
-    let loaded = match path {
-        Some(path) => config::load_file(path)?,
-        None => config::embedded_default()?,
-    };
+    load_config_from(&config::discover(path))
+}
+
+/// [`load_config`] of a config already found.
+fn load_config_from(origin: &config::ConfigOrigin) -> Result<LoadedConfig, ConfigError> {
+    let loaded = origin.load()?;
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }
     Ok(loaded)
 }
 
-fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
+/// Starts the tool sources of the config (plugins, MCP servers, core tools)
+/// as the daemon would, waits up to `wait_s` for the MCP servers' first
+/// connection, runs `with` on the daemon and stops it.
+fn live_sources<T>(
+    config: Option<&Path>,
+    wait_s: f64,
+    dev: bool,
+    with: impl FnOnce(&quiver_daemon::Daemon) -> T,
+) -> Result<T> {
+    let origin = config::discover(config);
+    let loaded = load_config_from(&origin)?;
+    let wait = std::time::Duration::try_from_secs_f64(wait_s.max(0.0)).unwrap_or_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = quiver_daemon::Daemon::start(
+            loaded.config,
+            quiver_daemon::DaemonOptions {
+                dev,
+                approver: Some(std::sync::Arc::new(quiver_dispatch::approval::DenyAll)),
+                watch_plugins: false,
+                config_file: origin.file().map(Path::to_path_buf),
+                overrides: Default::default(),
+            },
+        )
+        .await?;
+        for server in daemon.mcp().settle(wait).await {
+            if !server.state.is_ready() && server.state.name() != "disabled" {
+                eprintln!(
+                    "warning: MCP server {} is {}: its tools are missing",
+                    server.name,
+                    server.state.describe()
+                );
+            }
+        }
+        let out = with(&daemon);
+        daemon.shutdown().await;
+        Ok(out)
+    })
+}
+
+fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
+    if source.catalogs.is_empty() {
+        return live_sources(
+            source.config.as_deref(),
+            source.wait_s,
+            source.dev,
+            |daemon| {
+                (
+                    Assembler::new(daemon.config().tool_search.clone()),
+                    daemon.registry().snapshot(),
+                )
+            },
+        );
+    }
     let loaded = load_config(source.config.as_deref())?;
     let mut documents = Vec::new();
     for path in &source.catalogs {
@@ -410,7 +563,10 @@ fn load(source: &CatalogSource) -> Result<(Assembler, ToolRegistry)> {
             );
         }
     }
-    Ok((Assembler::new(loaded.config.tool_search), registry))
+    Ok((
+        Assembler::new(loaded.config.tool_search),
+        registry.snapshot(),
+    ))
 }
 
 fn read_queries(path: &Path) -> Result<Vec<String>> {

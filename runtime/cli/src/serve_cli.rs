@@ -17,9 +17,9 @@ use rmcp::ServiceExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use quiver_daemon::config::Config;
+use quiver_daemon::config::{Config, ConfigOrigin};
 use quiver_daemon::gateway::{GatewayHandler, GatewayIdentity};
-use quiver_daemon::{ConfigOverrides, Daemon, DaemonOptions, api, auth, locks};
+use quiver_daemon::{ConfigOverrides, Daemon, DaemonOptions, api, auth, locks, startup};
 use quiver_dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
@@ -66,7 +66,8 @@ impl DaemonFile {
 /// `quiver serve` arguments.
 #[derive(Args)]
 pub(crate) struct ServeArgs {
-    /// Config file (default: the embedded default config).
+    /// Config file (default: ./quiver.yaml, else $XDG_CONFIG_HOME/quiver/quiver.yaml
+    /// or ~/.config/quiver/quiver.yaml, else the embedded default config).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on, overriding `serve.listen` (port 0: any free port).
@@ -91,7 +92,8 @@ pub(crate) struct ServeArgs {
 
 /// Runs `quiver serve` until a signal (HTTP) or the client leaves (stdio).
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
-    let mut config = crate::load_config(args.config.as_deref())?.config;
+    let origin = quiver_daemon::config::discover(args.config.as_deref());
+    let mut config = crate::load_config_from(&origin)?.config;
     let overrides = ConfigOverrides {
         listen: args.listen,
         state_dir: args.state_dir.clone(),
@@ -113,16 +115,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, args.config, overrides, args.grants, args.dev).await
+            serve_stdio(config, origin, overrides, args.grants, args.dev).await
         } else {
-            serve_http(
-                config,
-                args.config,
-                overrides,
-                args.allow_non_loopback,
-                args.dev,
-            )
-            .await
+            serve_http(config, origin, overrides, args.allow_non_loopback, args.dev).await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -134,7 +129,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 
 async fn serve_stdio(
     config: Config,
-    config_file: Option<PathBuf>,
+    origin: ConfigOrigin,
     overrides: ConfigOverrides,
     grants: Vec<String>,
     dev: bool,
@@ -151,12 +146,18 @@ async fn serve_stdio(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
-            config_file,
+            // Absolute: a reload reads the same file whatever the
+            // current directory is by then.
+            config_file: origin
+                .file()
+                .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
             overrides,
         },
     )
     .await?;
-    // stdout carries the protocol: reload outcomes go to stderr only.
+    // stderr is free: stdout carries the protocol.
+    startup::report(&daemon, &origin, &startup::Endpoints::default());
+    // Reload outcomes go to stderr only, too.
     let reloads = watch_for_reloads(daemon.clone(), CancellationToken::new())?;
     let handler = GatewayHandler::fixed(
         daemon.clone(),
@@ -165,7 +166,11 @@ async fn serve_stdio(
             grants,
         },
     );
-    let running = match handler.serve(rmcp::transport::stdio()).await {
+    let mut transport = quiver_daemon::stdio::StdioTransport::stdio();
+    let Some(pipes) = transport.rmcp() else {
+        bail!("the stdio transport was taken twice");
+    };
+    let running = match handler.serve(pipes).await {
         Ok(running) => running,
         Err(error) => {
             // The MCP servers this process started end with it.
@@ -175,6 +180,8 @@ async fn serve_stdio(
     };
     let outcome = running.waiting().await;
     reloads.abort();
+    // The last answers reach stdout before the process ends.
+    transport.finish(Duration::from_secs(2)).await;
     daemon.shutdown().await;
     outcome.context("MCP session on stdio failed")?;
     // stdin's blocking reader may still hold the runtime; the session is over.
@@ -183,7 +190,7 @@ async fn serve_stdio(
 
 async fn serve_http(
     config: Config,
-    config_file: Option<PathBuf>,
+    origin: ConfigOrigin,
     overrides: ConfigOverrides,
     any_host: bool,
     dev: bool,
@@ -195,13 +202,17 @@ async fn serve_http(
             dev,
             approver: None,
             watch_plugins: true,
-            config_file,
+            // Absolute: a reload reads the same file whatever the
+            // current directory is by then.
+            config_file: origin
+                .file()
+                .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
             overrides,
         },
     )
     .await?;
     // Whatever goes wrong from here, the MCP servers started are ended.
-    let served = serve_started(&daemon, listen, any_host).await;
+    let served = serve_started(&daemon, &origin, listen, any_host).await;
     daemon.shutdown().await;
     served
 }
@@ -229,7 +240,12 @@ fn lock_state_dir(state_dir: &Path) -> Result<locks::FileLock> {
 }
 
 /// Serves the started `daemon` on `listen` until a signal.
-async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool) -> Result<()> {
+async fn serve_started(
+    daemon: &Arc<Daemon>,
+    origin: &ConfigOrigin,
+    listen: SocketAddr,
+    any_host: bool,
+) -> Result<()> {
     let token = auth::load_or_create_token(daemon.state_dir())?;
     let shutdown = CancellationToken::new();
     // Watched before anyone can learn where the daemon listens, so a
@@ -257,6 +273,14 @@ async fn serve_started(daemon: &Arc<Daemon>, listen: SocketAddr, any_host: bool)
         )?;
         out.flush()?;
     }
+    startup::report(
+        daemon,
+        origin,
+        &startup::Endpoints {
+            url: Some(url.clone()),
+            token_file: Some(token_file.clone()),
+        },
+    );
     let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
     let signal = shutdown.clone();
     tokio::spawn(async move {
@@ -293,8 +317,9 @@ async fn forced_stop(shutdown: &CancellationToken) {
     }
 }
 
-/// Reloads the config on every SIGHUP until `stop` fires, saying on
-/// stderr (and in the log) what was applied or why it was refused.
+/// Reloads the config on every SIGHUP until `stop` fires; the reload
+/// says in summary lines (stderr and the log) what was applied or why it
+/// was refused.
 fn watch_for_reloads(
     daemon: Arc<Daemon>,
     stop: CancellationToken,
@@ -307,29 +332,8 @@ fn watch_for_reloads(
                 () = stop.cancelled() => break,
                 received = hangups.recv() => if received.is_none() { break },
             }
-            match daemon.reload().await {
-                Ok(report) => {
-                    let changed = if report.changed.is_empty() {
-                        "nothing".to_owned()
-                    } else {
-                        report.changed.join(", ")
-                    };
-                    eprintln!(
-                        "quiver: SIGHUP: config {} reloaded (generation {}); changed: {changed}{}",
-                        report.file,
-                        report.generation,
-                        if report.restart_required.is_empty() {
-                            String::new()
-                        } else {
-                            format!(
-                                "; needs a restart to change: {}",
-                                report.restart_required.join(", ")
-                            )
-                        }
-                    );
-                }
-                Err(error) => eprintln!("quiver: SIGHUP: {error}"),
-            }
+            // The outcome is reported as summary lines (stderr and log).
+            let _ = daemon.reload().await;
         }
     }))
 }

@@ -85,8 +85,8 @@ pub(crate) fn run(args: StatusArgs) -> Result<ExitCode> {
 }
 
 /// What asking the daemon of a state directory gave.
-enum DaemonAnswer {
-    /// Its `/v1/status`.
+pub(crate) enum DaemonAnswer {
+    /// Its answer (`/v1/status` for `quiver status`).
     Status(Value),
     /// No `daemon.json`: no daemon runs on this state directory.
     NoDaemon,
@@ -102,6 +102,27 @@ enum DaemonAnswer {
 
 /// Asks the daemon `daemon.json` names for its `/v1/status`.
 async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
+    match request_daemon(state_dir, reqwest::Method::GET, "/v1/status", None).await {
+        DaemonAnswer::Status(mut status) => {
+            let url = DaemonFile::read(state_dir)
+                .map(|d| d.url)
+                .unwrap_or_default();
+            status["daemon"] = json!({"running": true, "url": url});
+            DaemonAnswer::Status(status)
+        }
+        other => other,
+    }
+}
+
+/// Sends `method path` (with a JSON `body`) to the daemon `daemon.json`
+/// names, with its token; a JSON error answer is given back as
+/// [`DaemonAnswer::Status`] too, with its `error` (code) and `message`.
+pub(crate) async fn request_daemon(
+    state_dir: &Path,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> DaemonAnswer {
     let file = DaemonFile::path(state_dir);
     let Some(daemon) = DaemonFile::read(state_dir) else {
         return DaemonAnswer::NoDaemon;
@@ -132,25 +153,23 @@ async fn ask_daemon(state_dir: &Path) -> DaemonAnswer {
         Ok(client) => client,
         Err(error) => return no_answer(error.to_string()),
     };
-    let response = match client
-        .get(format!("{url}/v1/status"))
-        .bearer_auth(token.trim())
-        .send()
-        .await
-    {
+    let mut request = client
+        .request(method.clone(), format!("{url}{path}"))
+        .bearer_auth(token.trim());
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = match request.send().await {
         Ok(response) => response,
-        Err(error) => return no_answer(format!("GET {url}/v1/status: {error}")),
+        Err(error) => return no_answer(format!("{method} {url}{path}: {error}")),
     };
     let code = response.status();
-    if !code.is_success() {
-        return no_answer(format!("GET {url}/v1/status answered {code}"));
-    }
     match response.json::<Value>().await {
-        Ok(mut status) => {
-            status["daemon"] = json!({"running": true, "url": url});
-            DaemonAnswer::Status(status)
+        Ok(answer) if code.is_success() || answer["error"].is_string() => {
+            DaemonAnswer::Status(answer)
         }
-        Err(error) => no_answer(format!("GET {url}/v1/status: {error}")),
+        Ok(_) => no_answer(format!("{method} {url}{path} answered {code}")),
+        Err(error) => no_answer(format!("{method} {url}{path} ({code}): {error}")),
     }
 }
 
@@ -231,6 +250,7 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
             server["state"].as_str().unwrap_or_default(),
             describe(server)
         )?;
+        print_integrity(&mut out, server)?;
     }
     // `/v1/status` gives `plugins: {plugins: [...], loaded_generations}`.
     let plugins = status["plugins"]["plugins"]
@@ -264,6 +284,66 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
             session["messages"],
             session["model"].as_str().unwrap_or("-"),
             session["grants"]
+        )?;
+    }
+    Ok(())
+}
+
+/// A server's quarantined tools (reason, flags, diff) and its recent
+/// definition changes, indented under its line.
+fn print_integrity(out: &mut impl Write, server: &Value) -> Result<()> {
+    let name = server["name"].as_str().unwrap_or_default();
+    let held = server["quarantined_tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !held.is_empty() {
+        writeln!(
+            out,
+            "  {} quarantined (trust {}); accept with `quiver tools accept {name} [TOOL...]`:",
+            held.len(),
+            server["trust"].as_str().unwrap_or_default()
+        )?;
+    }
+    for tool in &held {
+        let mut reason = tool["reason"].as_str().unwrap_or_default().to_owned();
+        if let Some(from) = tool["renamed_from"].as_str() {
+            reason.push_str(&format!(" from `{from}`"));
+        }
+        writeln!(
+            out,
+            "    {}  {reason}  sha256 {}",
+            tool["tool"].as_str().unwrap_or_default(),
+            tool["hash"].as_str().unwrap_or_default()
+        )?;
+        for flag in tool["flags"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "      flagged {} at {}: {}",
+                flag["code"].as_str().unwrap_or_default(),
+                flag["where"].as_str().unwrap_or_default(),
+                flag["detail"].as_str().unwrap_or_default()
+            )?;
+        }
+        for line in tool["diff"].as_str().unwrap_or_default().lines() {
+            writeln!(out, "      {line}")?;
+        }
+    }
+    let changes = server["changes"].as_array().cloned().unwrap_or_default();
+    let served: Vec<&Value> = changes.iter().filter(|c| c["served"] == true).collect();
+    if !served.is_empty() {
+        writeln!(out, "  recent definition changes:")?;
+    }
+    for change in served {
+        let from = change["renamed_from"]
+            .as_str()
+            .map(|f| format!(" from `{f}`"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "    {}  {}{from}",
+            change["tool"].as_str().unwrap_or_default(),
+            change["change"].as_str().unwrap_or_default()
         )?;
     }
     Ok(())

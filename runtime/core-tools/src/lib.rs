@@ -40,7 +40,7 @@ use serde_json::{Map, Value, json};
 pub use error::{CoreToolError, ErrorKind};
 use quiver_tool::executor::{CoreTools, ToolError};
 use quiver_tool::registry::{RegistrationReport, ToolRegistry};
-use quiver_tool::tool::{ToolSource, ToolSpec};
+use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSource, ToolSpec};
 use settings::SandboxMode;
 pub use settings::{CommandEnvironment, CoreToolName, CoreToolsConfig, RunCommandConfig};
 use workspace::Workspace;
@@ -327,7 +327,24 @@ impl CoreToolSet {
                 )
             }
         };
-        ToolSpec::new(tool.as_str(), description, schema)
+        // What each tool does, as MCP hints, so that `annotation:*` rules
+        // of guardrails and approval read core tools as they read MCP ones.
+        let (read_only, destructive, idempotent, open_world) = match tool {
+            CoreToolName::ReadFile | CoreToolName::ListDir | CoreToolName::SearchFiles => {
+                (true, false, true, false)
+            }
+            CoreToolName::WriteFile => (false, true, true, false),
+            CoreToolName::RunCommand => (false, true, false, true),
+        };
+        ToolSpec::new(tool.as_str(), description, schema).with_metadata(ToolMetadata {
+            annotations: ToolAnnotations {
+                read_only_hint: Some(read_only),
+                destructive_hint: Some(destructive),
+                idempotent_hint: Some(idempotent),
+                open_world_hint: Some(open_world),
+            },
+            ..ToolMetadata::default()
+        })
     }
 }
 

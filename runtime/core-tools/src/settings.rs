@@ -12,6 +12,7 @@ pub use crate::sandbox::SandboxMode;
 
 use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
 use quiver_config::{ConfigError, ConfigWarning, int_setting, invalid_at};
+use quiver_process::environment::{inherit_pattern_problem, variable_problem};
 
 /// One built-in core tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -311,17 +312,10 @@ fn command_environment(
     let set_value = match set {
         None => BTreeMap::new(),
         Some(set) => {
-            let bad = set.value.iter().find_map(|(name, value)| {
-                if name.is_empty() || name.contains(['=', '\0']) {
-                    Some(format!(
-                        "variable name {name:?} is empty or holds `=` or NUL"
-                    ))
-                } else if value.contains('\0') {
-                    Some(format!("the value of {name} holds a NUL byte"))
-                } else {
-                    None
-                }
-            });
+            let bad = set
+                .value
+                .iter()
+                .find_map(|(name, value)| variable_problem(name, value));
             if let Some(message) = bad {
                 return Err(invalid(file, &set, "core_tools.run_command.env", message));
             }
@@ -331,12 +325,19 @@ fn command_environment(
     let Some(inherit) = inherit else {
         return Ok(defaults.with_set(set_value));
     };
-    if let Some(empty) = inherit.value.iter().position(|p| p.trim().is_empty()) {
+    let problem = inherit
+        .value
+        .iter()
+        .enumerate()
+        .find_map(|(index, pattern)| {
+            inherit_pattern_problem(pattern).map(|why| format!("item {}: {why}", index + 1))
+        });
+    if let Some(message) = problem {
         return Err(invalid(
             file,
             &inherit,
             "core_tools.run_command.env_inherit",
-            format!("item {} is empty", empty + 1),
+            message,
         ));
     }
     CommandEnvironment::new(inherit.value.clone(), set_value).map_err(|error| {

@@ -5,6 +5,9 @@
 //!
 //! | method and path | what |
 //! |---|---|
+//! | `GET /healthz` | liveness, no token needed, no data |
+//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt |
+//! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
 //! | `GET /v1/status` | plugins, MCP servers, models, sessions, config generation and last reload |
 //! | `POST /v1/reload` | reads the config file again and applies it (as SIGHUP does); a config with errors is refused (`422 config_refused`, every error in `data.errors`) and the old one keeps serving |
@@ -40,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::gateway::{GatewayHandler, GatewayIdentity};
-use super::{Daemon, DaemonError, NewSession, SessionChange};
+use super::{Daemon, DaemonError, NewSession, SessionChange, jsonrpc};
 use quiver_dispatch::Decision;
 use quiver_dispatch::approval::queue::AnswerError;
 use quiver_store::{EventRecord, Store, StoreError};
@@ -79,7 +82,11 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
             code,
@@ -108,6 +115,12 @@ impl From<DaemonError> for ApiError {
             DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
                 StatusCode::BAD_GATEWAY
             }
+            DaemonError::Accept(quiver_mcp::AcceptError::UnknownServer { .. }) => {
+                StatusCode::NOT_FOUND
+            }
+            DaemonError::Accept(quiver_mcp::AcceptError::NotQuarantined { .. }) => {
+                StatusCode::CONFLICT
+            }
             DaemonError::Store(StoreError::SessionExists(_))
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -133,7 +146,18 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
-        ApiError::new(rejection.status(), "bad_request", rejection.body_text())
+        let code = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
+            _ => "bad_request",
+        };
+        let message = match &rejection {
+            JsonRejection::MissingJsonContentType(_) => {
+                "the request body must be JSON sent with `Content-Type: application/json`"
+                    .to_owned()
+            }
+            _ => rejection.body_text(),
+        };
+        ApiError::new(rejection.status(), code, message)
     }
 }
 
@@ -221,6 +245,9 @@ pub fn router(
             mcp_config,
         );
     Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
         .route("/v1/reload", post(reload))
@@ -239,6 +266,7 @@ pub fn router(
         .route("/v1/sessions/{id}/catalog", get(session_catalog))
         .route("/v1/events", get(all_events))
         .route("/v1/catalog", get(catalog))
+        .route("/v1/mcp/servers/{name}/accept", post(accept_tools))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/gateway/clients", get(list_clients).post(create_client))
@@ -246,7 +274,15 @@ pub fn router(
             "/v1/gateway/clients/{name}",
             axum::routing::delete(delete_client),
         )
-        .nest_service("/mcp", mcp)
+        .nest_service(
+            "/mcp",
+            Router::new()
+                .fallback_service(mcp)
+                .layer(axum::middleware::from_fn_with_state(
+                    state.daemon.config().serve.max_body_bytes,
+                    mcp_messages,
+                )),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -255,6 +291,78 @@ pub fn router(
         ))
         .layer(axum::middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// The JSON-RPC answers of `/mcp` that rmcp's transport gives in other
+/// shapes: a body that is not JSON is `400` with a `-32700` parse error,
+/// JSON that is not a JSON-RPC message `400` with `-32600` (rmcp answers
+/// both `415` in plain text); a session's DELETE is `204` (rmcp answers
+/// `202`, which SDKs warn about).
+async fn mcp_messages(
+    State(max_body_bytes): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().clone();
+    if method == axum::http::Method::DELETE {
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = axum::body::Body::empty();
+        }
+        return response;
+    }
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if method != axum::http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is over serve.max_body_bytes ({max_body_bytes} bytes)"),
+        )
+        .into_response();
+    };
+    if jsonrpc::is_not_json(&bytes) {
+        return jsonrpc_error(&bytes);
+    }
+    let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+    let response = next.run(request).await;
+    // rmcp's answer to a body that does not read as a message.
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return jsonrpc_error(&bytes);
+    }
+    response
+}
+
+/// `400` with the JSON-RPC error for a body that is not a message.
+fn jsonrpc_error(body: &[u8]) -> Response {
+    let (id, error) = jsonrpc::unreadable_message(body).unwrap_or_else(|| {
+        (
+            None,
+            rmcp::ErrorData::invalid_request("invalid request: the message was refused", None),
+        )
+    });
+    tracing::debug!(code = error.code.0, message = %error.message, "an MCP request body was refused");
+    (
+        StatusCode::BAD_REQUEST,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        jsonrpc::error_response(id, &error),
+    )
+        .into_response()
 }
 
 /// Largest error body reshaped by [`json_errors`]; a longer one is cut.
@@ -336,6 +444,19 @@ async fn not_found(request: Request) -> ApiError {
 /// token on `/mcp` only. Puts the caller (and on `/mcp` its
 /// [`GatewayIdentity`]) in the request's extensions.
 async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
+    // Probes of load balancers, watchdogs and containers carry no token.
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return next.run(request).await;
+    }
+    if request.uri().path() == "/metrics"
+        && state.daemon.config().serve.metrics_without_token
+        && request
+            .extensions()
+            .get::<crate::http::PeerAddr>()
+            .is_some_and(|peer| peer.0.ip().is_loopback())
+    {
+        return next.run(request).await;
+    }
     let token = auth::bearer(
         request
             .headers()
@@ -391,6 +512,41 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
 
 fn unauthorized() -> Response {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token").into_response()
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let waiting = state.daemon.waiting_for();
+    if waiting.is_empty() {
+        return Json(json!({"status": "ready"})).into_response();
+    }
+    let servers = state.daemon.mcp().status().len();
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({
+            "error": "not_ready",
+            "message": format!(
+                "{} of {servers} MCP servers are still on their first connection attempt (GET /v1/status names them)",
+                waiting.len()
+            ),
+            "data": {"waiting": waiting.len(), "servers": servers},
+        })),
+    )
+        .into_response()
+}
+
+async fn metrics_text() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::telemetry::render(),
+    )
+        .into_response()
 }
 
 async fn health(State(state): State<ApiState>) -> Json<Value> {
@@ -795,6 +951,25 @@ async fn answer_approval(
             }
         })?;
     Ok(Json(json!({"id": id, "answered": true})))
+}
+
+/// What `POST /v1/mcp/servers/{name}/accept` takes: the quarantined
+/// tools to accept (the server's own names); absent or empty: all of them.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AcceptBody {
+    #[serde(default)]
+    tools: Vec<String>,
+}
+
+async fn accept_tools(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(server) = path?;
+    let body: AcceptBody = object_body(body)?;
+    Ok(Json(state.daemon.accept_tools(&server, &body.tools)?))
 }
 
 async fn list_clients(State(state): State<ApiState>) -> ApiResult<Json<Value>> {

@@ -17,15 +17,16 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::{Daemon, DaemonError, LiveSession};
+use super::{Daemon, DaemonError, LiveSession, jsonrpc};
 
 /// Who a gateway connection acts as, and what it was granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,23 +147,65 @@ fn tools_digest(daemon: &Daemon, live: &LiveSession) -> u64 {
 }
 
 fn internal(error: &DaemonError) -> ErrorData {
+    tracing::warn!(%error, "a gateway request failed");
     ErrorData::internal_error(error.to_string(), None)
 }
 
-/// An OpenAI-style function definition as an MCP tool.
-fn mcp_tool(definition: &Value) -> Option<Tool> {
+/// `-32602` for a `cursor` the gateway did not give: its lists come whole,
+/// in one page, so no cursor is one of its own.
+fn invalid_cursor(method: &str, cursor: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "invalid cursor `{cursor}` for {method}: this server returns the whole list in one page and gives no cursors"
+        ),
+        Some(serde_json::json!({"cursor": cursor})),
+    )
+}
+
+/// An OpenAI-style function definition as an MCP tool, with what the
+/// tool's source says besides (title, behaviour hints, output schema,
+/// `_meta`) when `tool` is the registered tool it defines.
+fn mcp_tool(definition: &Value, tool: Option<&quiver_tool::tool::Tool>) -> Option<Tool> {
     let function = definition.get("function")?;
-    let name = function.get("name")?.as_str()?.to_owned();
+    let name = function.get("name")?.as_str()?;
     let description = function
         .get("description")
         .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let schema: JsonObject = match function.get("parameters") {
-        Some(Value::Object(map)) => map.clone(),
-        _ => JsonObject::new(),
+        .unwrap_or_default();
+    let schema = match function.get("parameters") {
+        Some(Value::Object(map)) => Value::Object(map.clone()),
+        _ => Value::Object(JsonObject::new()),
     };
-    Some(Tool::new(name, description, schema))
+    let mut wire = serde_json::json!({
+        "name": name,
+        "description": description,
+        "inputSchema": schema,
+    });
+    if let Some(metadata) = tool.and_then(quiver_tool::tool::Tool::metadata) {
+        if let Some(title) = &metadata.title {
+            wire["title"] = Value::String(title.clone());
+        }
+        if !metadata.annotations.is_empty() {
+            wire["annotations"] = metadata.annotations.to_json();
+        }
+        if let Some(output) = metadata.output_schema.as_ref().filter(|s| s.is_object()) {
+            wire["outputSchema"] = output.clone();
+        }
+        if let Some(meta) = &metadata.meta {
+            wire["_meta"] = Value::Object(meta.clone());
+        }
+    }
+    match serde_json::from_value(wire) {
+        Ok(tool) => Some(tool),
+        Err(error) => {
+            tracing::warn!(tool = name, %error, "a tool cannot be described to the gateway client; its metadata is left out");
+            let schema = match function.get("parameters") {
+                Some(Value::Object(map)) => map.clone(),
+                _ => JsonObject::new(),
+            };
+            Some(Tool::new(name.to_owned(), description.to_owned(), schema))
+        }
+    }
 }
 
 /// A dispatch result as an MCP tool result: MCP tools' own content blocks
@@ -259,17 +302,44 @@ impl ServerHandler for GatewayHandler {
         Ok(())
     }
 
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let error = jsonrpc::custom_request_error(&request.method, request.params.as_ref());
+        // Clients probe for methods and send what they built: theirs to fix,
+        // not a fault of the daemon's.
+        tracing::debug!(method = %request.method, code = error.code.0, message = %error.message, "gateway request refused");
+        Err(error)
+    }
+
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(cursor) = request.as_ref().and_then(|r| r.cursor.as_deref()) {
+            tracing::debug!(cursor, "tools/list with a cursor the gateway never gave");
+            return Err(invalid_cursor("tools/list", cursor));
+        }
         let identity = self.identity(&context.extensions)?;
         let live = self.session(&identity)?;
         let assembly = self
             .daemon
             .assemble(&live.session, live.record.context_tokens);
-        let tools = assembly.tools().iter().filter_map(mcp_tool).collect();
+        let catalog = assembly.catalog();
+        let tools = assembly
+            .tools()
+            .iter()
+            .filter_map(|definition| {
+                let name = definition.pointer("/function/name").and_then(Value::as_str);
+                let tool = name
+                    .filter(|n| catalog.is_eager(n))
+                    .and_then(|n| catalog.find(n));
+                mcp_tool(definition, tool.map(|t| t.as_ref()))
+            })
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -289,6 +359,7 @@ impl ServerHandler for GatewayHandler {
         let result = tokio::select! {
             result = dispatch => result,
             () = context.ct.cancelled() => {
+                tracing::debug!(tool = %request.name, "a gateway call was cancelled by its client");
                 return Err(ErrorData::internal_error("the call was cancelled by the client", None));
             }
         };
@@ -310,12 +381,15 @@ mod tests {
 
     #[test]
     fn function_definitions_become_mcp_tools() {
-        let tool = mcp_tool(&json!({"type": "function", "function": {
-            "name": "tool_search", "description": "Find tools", "parameters": {"type": "object"}}}))
+        let tool = mcp_tool(
+            &json!({"type": "function", "function": {
+            "name": "tool_search", "description": "Find tools", "parameters": {"type": "object"}}}),
+            None,
+        )
         .unwrap();
         assert_eq!(tool.name, "tool_search");
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
-        assert!(mcp_tool(&json!({"type": "function"})).is_none());
+        assert!(mcp_tool(&json!({"type": "function"}), None).is_none());
     }
 
     #[test]

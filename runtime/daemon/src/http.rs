@@ -6,7 +6,11 @@
 //! connection must send each request's headers within
 //! `serve.header_read_timeout_s`, which also closes idle keep-alive
 //! connections (hyper starts that timer whenever it waits for a request
-//! head); bodies over `serve.max_body_bytes` are answered `413`.
+//! head); bodies over `serve.max_body_bytes` are answered `413`, request
+//! targets and headers over their limits `414` and `431`
+//! ([`crate::head_limits`]). Accepted connections have `TCP_NODELAY` set,
+//! and hyper writes each response's head and body parts with vectored
+//! writes, so that an answer is never held back waiting for an ACK.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,12 +19,12 @@ use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::head_limits::{self, HeadLimits};
 use crate::settings::ServeConfig;
 
 /// What [`serve`] enforces, from the `serve` settings.
@@ -32,6 +36,8 @@ pub struct HttpLimits {
     pub header_read_timeout: Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Request-target and header limits.
+    pub head: HeadLimits,
 }
 
 impl HttpLimits {
@@ -41,9 +47,18 @@ impl HttpLimits {
             max_connections: serve.max_connections,
             header_read_timeout: serve.header_read_timeout,
             max_body_bytes: serve.max_body_bytes,
+            head: HeadLimits {
+                max_uri_bytes: serve.max_uri_bytes,
+                max_header_bytes: serve.max_header_bytes,
+            },
         }
     }
 }
+
+/// The address a request's connection came from, in its extensions (the
+/// API opens `/metrics` to loopback peers when configured to).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
 
 /// How long accepting pauses after it fails (out of file descriptors,
 /// say), so that a full table does not spin the loop.
@@ -58,7 +73,12 @@ pub async fn serve(
     limits: HttpLimits,
     shutdown: CancellationToken,
 ) {
-    let router = router.layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes));
+    let head = limits.head;
+    let router = router
+        .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            head_limits::enforce(head, request, next)
+        }));
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut refused_since_log = 0u64;
@@ -67,8 +87,16 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = shutdown.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => {
+                // A response goes out in more than one write (headers, SSE
+                // events, the last chunk): with Nagle's algorithm the later
+                // ones wait for the client's delayed ACK, some 40 ms a call.
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
+                }
+                (stream, peer)
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot accept a connection; pausing");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -87,11 +115,20 @@ pub async fn serve(
             continue;
         };
         refused_since_log = 0;
-        let service = TowerToHyperService::new(router.clone());
+        let connection_router = router.clone();
+        let service = hyper::service::service_fn(
+            move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(PeerAddr(peer));
+                let mut router = connection_router.clone();
+                // The router is always ready; `call` is its whole service.
+                tower::Service::call(&mut router, request)
+            },
+        );
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(head.parser_buffer_bytes())
             .keep_alive(true);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);

@@ -11,9 +11,14 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod gateway;
+pub mod head_limits;
 pub mod http;
+pub mod jsonrpc;
 pub mod locks;
 pub mod settings;
+pub mod startup;
+pub mod stdio;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -156,6 +161,9 @@ pub enum DaemonError {
         /// Every problem found.
         errors: Vec<String>,
     },
+    /// Tool definitions could not be accepted.
+    #[error(transparent)]
+    Accept(#[from] quiver_mcp::AcceptError),
     /// The turn failed.
     #[error(transparent)]
     Turn(#[from] TurnError),
@@ -192,6 +200,7 @@ impl DaemonError {
             DaemonError::BadRequest(_) => "bad_request",
             DaemonError::UnknownGrant { .. } => "unknown_grant",
             DaemonError::ConfigRefused { .. } => "config_refused",
+            DaemonError::Accept(e) => e.code(),
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
         }
@@ -613,6 +622,8 @@ impl Daemon {
         mut config: Config,
         options: DaemonOptions,
     ) -> Result<Arc<Daemon>, DaemonError> {
+        // Before any source starts, so that their first states are counted.
+        telemetry::handle();
         options.overrides.apply(&mut config);
         let state_dir = config.serve.state_dir();
         make_private_dir(&state_dir)?;
@@ -631,10 +642,11 @@ impl Daemon {
         )?);
         // Started empty: its servers come with the rest of the config's
         // sources, the same way at start as on a reload.
-        let mcp = Arc::new(McpHost::start(
+        let mcp = Arc::new(McpHost::start_with_pins(
             registry.clone(),
             Vec::new(),
             McpHostOptions::default(),
+            store.clone(),
         ));
         let approvals = ApprovalQueue::new();
         let approver = options
@@ -657,6 +669,10 @@ impl Daemon {
         ));
         let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
         let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
+        tokio::spawn(announce_definition_changes(
+            mcp.subscribe_integrity(),
+            feed.clone(),
+        ));
         let daemon = Arc::new(Daemon {
             state_dir,
             store,
@@ -729,8 +745,15 @@ impl Daemon {
     /// applies it with [`Daemon::reload_with`]. What `SIGHUP` and
     /// `POST /v1/reload` run. A file with errors is refused with all of
     /// them ([`DaemonError::ConfigRefused`]); the config in force keeps
-    /// serving.
-    pub async fn reload(&self) -> Result<ReloadReport, DaemonError> {
+    /// serving. Either way the outcome is reported in the startup
+    /// summary's style ([`startup::report_reload`]).
+    pub async fn reload(self: &Arc<Self>) -> Result<ReloadReport, DaemonError> {
+        let outcome = self.read_and_reload().await;
+        startup::report_reload(self, &outcome);
+        outcome
+    }
+
+    async fn read_and_reload(&self) -> Result<ReloadReport, DaemonError> {
         let file = self.options.config_file.clone();
         let file_name = file.as_ref().map_or_else(
             || "<embedded default>".to_owned(),
@@ -1459,7 +1482,7 @@ impl Daemon {
             "tools": snapshot.len(),
             "generation": snapshot.generation(),
             "plugins": self.plugins.list_json(),
-            "mcp_servers": self.mcp.status(),
+            "mcp_servers": self.mcp_status(),
             "models": models,
             "default_model": applied.config.models.default_model,
             "config": {
@@ -1472,6 +1495,57 @@ impl Daemon {
             "sessions": sessions,
             "pending_approvals": self.approvals.len(),
         }))
+    }
+
+    /// Every MCP server's state, each with its trust mode, its quarantined
+    /// tools (reason, screening flags, diff) and its recent definition
+    /// changes.
+    pub fn mcp_status(&self) -> Vec<Value> {
+        self.mcp
+            .status()
+            .into_iter()
+            .map(|server| {
+                let mut entry = serde_json::to_value(&server).unwrap_or(Value::Null);
+                if let (Some(map), Some(Value::Object(integrity))) =
+                    (entry.as_object_mut(), self.mcp.integrity(&server.name))
+                {
+                    map.extend(integrity);
+                }
+                entry
+            })
+            .collect()
+    }
+
+    /// Accepts quarantined tool definitions of an MCP server (all of them
+    /// when `tools` is empty); they are served at once.
+    pub fn accept_tools(&self, server: &str, tools: &[String]) -> Result<Value, DaemonError> {
+        let pins = self.mcp.accept(server, tools)?;
+        Ok(serde_json::json!({
+            "server": server,
+            "accepted": pins
+                .iter()
+                .map(|p| serde_json::json!({"tool": p.tool, "hash": p.hash}))
+                .collect::<Vec<_>>(),
+        }))
+    }
+
+    /// Whether the daemon is ready for traffic (`GET /readyz`): plugins
+    /// are loaded once it started, so it waits only for the enabled MCP
+    /// servers still on their first connection attempt (a server that
+    /// failed it is retried in the background, and does not hold
+    /// readiness). The names of those it waits for.
+    pub fn waiting_for(&self) -> Vec<String> {
+        self.mcp
+            .status()
+            .into_iter()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    quiver_tool::status::ServerState::Connecting { attempt: 1 }
+                )
+            })
+            .map(|s| s.name)
+            .collect()
     }
 
     /// Stops the MCP servers and flushes the activity log.
@@ -1547,6 +1621,53 @@ async fn persist_events(
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
                 tracing::warn!(lost, "activity log fell behind; events lost");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
+/// Puts every definition change the MCP host announces into the activity
+/// feed (and so the activity log): the tool's natural name, `quarantined`
+/// or `definition changed`, and the summary with its diff as detail.
+async fn announce_definition_changes(
+    mut changes: tokio::sync::broadcast::Receiver<Arc<quiver_mcp::IntegrityEvent>>,
+    feed: Arc<ActivityFeed>,
+) {
+    loop {
+        match changes.recv().await {
+            Ok(event) => {
+                let change = &event.change;
+                let status = if change.served {
+                    quiver_dispatch::Status::DefinitionChanged
+                } else {
+                    quiver_dispatch::Status::Quarantined
+                };
+                let mut detail = change.summary(&format!("mcp-{}", event.server));
+                for flag in &change.flags {
+                    detail.push_str(&format!("\n{} at {}: {}", flag.code, flag.at, flag.detail));
+                }
+                if !change.diff.is_empty() {
+                    detail.push('\n');
+                    detail.push_str(&change.diff);
+                }
+                feed.announce(quiver_dispatch::Event {
+                    time: std::time::SystemTime::now(),
+                    call_id: 0,
+                    session: String::new(),
+                    tool: event.exposed.clone(),
+                    via_bridge: false,
+                    arguments: Value::Null,
+                    status,
+                    duration: std::time::Duration::ZERO,
+                    detail: Some(detail),
+                });
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                tracing::warn!(
+                    lost,
+                    "definition changes were not all put in the activity feed"
+                );
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
         }

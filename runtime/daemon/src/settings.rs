@@ -30,6 +30,12 @@ pub struct ServeConfig {
     pub header_read_timeout: std::time::Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Longest request target (path and query), in bytes.
+    pub max_uri_bytes: usize,
+    /// Largest sum of a request's header names and values, in bytes.
+    pub max_header_bytes: usize,
+    /// `GET /metrics` answers loopback connections without the token.
+    pub metrics_without_token: bool,
 }
 
 impl Default for ServeConfig {
@@ -42,6 +48,9 @@ impl Default for ServeConfig {
                 HEADER_READ_TIMEOUT_S.default_int() as u64,
             ),
             max_body_bytes: MAX_BODY_BYTES.default_int() as usize,
+            max_uri_bytes: MAX_URI_BYTES.default_int() as usize,
+            max_header_bytes: MAX_HEADER_BYTES.default_int() as usize,
+            metrics_without_token: false,
         }
     }
 }
@@ -97,6 +106,9 @@ pub struct RawServe {
     max_connections: Option<Spanned<i64>>,
     header_read_timeout_s: Option<Spanned<i64>>,
     max_body_bytes: Option<Spanned<i64>>,
+    max_uri_bytes: Option<Spanned<i64>>,
+    max_header_bytes: Option<Spanned<i64>>,
+    metrics_without_token: Option<bool>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -144,11 +156,33 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         4194304,
         "largest request body; a larger one is answered `413`",
     ),
+    Setting::int(
+        "serve.max_uri_bytes",
+        256,
+        1048576,
+        8192,
+        "longest request target (path and query); a longer one is answered `414` with the JSON error shape",
+    ),
+    Setting::int(
+        "serve.max_header_bytes",
+        1024,
+        1048576,
+        32768,
+        "largest sum of a request's header names and values; larger headers are answered `431` with the JSON error shape (a request head beyond both limits plus 16 KiB is cut off by the HTTP parser, which answers `431` without a body)",
+    ),
+    Setting {
+        key: "serve.metrics_without_token",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(false),
+        doc: "`true`: `GET /metrics` answers connections from loopback without the bearer token (a Prometheus on the same host); connections from elsewhere still need it. `/healthz` and `/readyz` never need it",
+    },
 ];
 
 const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
 const HEADER_READ_TIMEOUT_S: &Setting = by_key(SERVE_SETTINGS, "serve.header_read_timeout_s");
 const MAX_BODY_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_body_bytes");
+const MAX_URI_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_uri_bytes");
+const MAX_HEADER_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_header_bytes");
 
 /// The keys of `gateway`, described once (see `quiver_config::setting`).
 pub const GATEWAY_SETTINGS: &[Setting] = &[
@@ -236,12 +270,31 @@ pub fn validate_serve(
         file,
         warnings,
     )?;
+    let max_uri_bytes = int_setting(
+        &raw.max_uri_bytes,
+        MAX_URI_BYTES,
+        MAX_URI_BYTES.key,
+        file,
+        warnings,
+    )?;
+    let max_header_bytes = int_setting(
+        &raw.max_header_bytes,
+        MAX_HEADER_BYTES,
+        MAX_HEADER_BYTES.key,
+        file,
+        warnings,
+    )?;
     Ok(ServeConfig {
         listen,
         state_dir,
         max_connections: max_connections as usize,
         header_read_timeout: std::time::Duration::from_secs(header_read_timeout_s as u64),
         max_body_bytes: max_body_bytes as usize,
+        max_uri_bytes: max_uri_bytes as usize,
+        max_header_bytes: max_header_bytes as usize,
+        metrics_without_token: raw
+            .metrics_without_token
+            .unwrap_or(defaults.metrics_without_token),
     })
 }
 

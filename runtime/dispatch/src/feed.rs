@@ -38,6 +38,12 @@ pub enum Status {
     AwaitingApproval,
     /// The tool did not answer in time.
     TimedOut,
+    /// Not a call: a source offered a new or changed tool definition that
+    /// is held out of the catalog until an operator accepts it.
+    Quarantined,
+    /// Not a call: a tool's definition changed and is served (renamed,
+    /// accepted by an operator, or changed under trust `all`).
+    DefinitionChanged,
 }
 
 impl Status {
@@ -49,6 +55,8 @@ impl Status {
             Status::Denied => "denied",
             Status::AwaitingApproval => "awaiting approval",
             Status::TimedOut => "timed out",
+            Status::Quarantined => "quarantined",
+            Status::DefinitionChanged => "definition changed",
         }
     }
 
@@ -134,7 +142,10 @@ impl Event {
         } else {
             ""
         };
-        if self.status == Status::AwaitingApproval {
+        if matches!(
+            self.status,
+            Status::AwaitingApproval | Status::Quarantined | Status::DefinitionChanged
+        ) {
             format!("{}{via}  {}", self.tool, self.status.label())
         } else {
             format!(
@@ -188,6 +199,12 @@ impl ActivityFeed {
     /// Every session's events from now on.
     pub fn subscribe_all(&self) -> broadcast::Receiver<Arc<Event>> {
         self.all.subscribe()
+    }
+
+    /// Publishes an event that belongs to no call (a tool source's
+    /// definition change); its `session` is empty.
+    pub fn announce(&self, event: Event) {
+        self.publish(Arc::new(event));
     }
 
     pub(crate) fn publish(&self, event: Arc<Event>) {

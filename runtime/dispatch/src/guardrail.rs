@@ -1,5 +1,13 @@
-//! Guardrails: rules by tool-name glob and, optionally, argument patterns
-//! (a JSON pointer and a regex), each allowing or denying with a reason.
+//! Guardrails: rules by tool-name glob (or behaviour hint) and,
+//! optionally, argument patterns (a JSON pointer and a regex), each
+//! allowing or denying with a reason.
+//!
+//! A rule's `tool` written `annotation:NAME` (`read_only`, `destructive`,
+//! `idempotent`, `open_world`) matches the tools whose source claims that
+//! behaviour (MCP `readOnlyHint`, `destructiveHint`, ...; an unset hint
+//! reads as MCP's default, see [`quiver_tool::tool::ToolAnnotations::has`]).
+//! Hints are the server's claim, not a guarantee: deny by name what must
+//! never run.
 //!
 //! Precedence (deny overrides, order does not matter):
 //!
@@ -24,6 +32,7 @@ use serde_json::Value;
 use tower::{Layer, Service};
 
 use super::{BoxFuture, ChainService, DispatchCall, DispatchError, ToolOutput};
+use quiver_tool::tool::{Hint, Tool, ToolAnnotations, annotation_pattern};
 
 /// `allow` or `deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -49,6 +58,9 @@ pub enum RuleError {
     /// The pointer is not a JSON pointer.
     #[error("`{0}` is not a JSON pointer: use \"\" or a path starting with `/`, e.g. /repo")]
     Pointer(String),
+    /// An `annotation:NAME` pattern names no hint.
+    #[error("{0}")]
+    Annotation(String),
     /// The regex is invalid.
     #[error("`{regex}` is not a valid regex: {reason}")]
     Regex {
@@ -97,30 +109,44 @@ impl ArgumentPattern {
     }
 }
 
+/// What a rule's `tool` matches: exposed names by glob, or a behaviour hint.
+#[derive(Debug, Clone)]
+enum ToolMatcher {
+    Glob(GlobMatcher),
+    Annotation(Hint),
+}
+
 /// One guardrail rule.
 #[derive(Debug, Clone)]
 pub struct GuardrailRule {
     tool: String,
-    matcher: GlobMatcher,
+    matcher: ToolMatcher,
     arguments: Vec<ArgumentPattern>,
     action: RuleAction,
     reason: Option<String>,
 }
 
 impl GuardrailRule {
-    /// A rule for tools matching `tool` (a glob over the exposed name).
+    /// A rule for tools matching `tool` (a glob over the exposed name, or
+    /// `annotation:NAME`).
     pub fn new(
         tool: &str,
         action: RuleAction,
         reason: Option<String>,
         arguments: Vec<ArgumentPattern>,
     ) -> Result<GuardrailRule, RuleError> {
-        let matcher = Glob::new(tool)
-            .map_err(|e| RuleError::Glob {
-                glob: tool.to_owned(),
-                reason: e.kind().to_string(),
-            })?
-            .compile_matcher();
+        let matcher = match annotation_pattern(tool) {
+            Some(Ok(hint)) => ToolMatcher::Annotation(hint),
+            Some(Err(message)) => return Err(RuleError::Annotation(message)),
+            None => ToolMatcher::Glob(
+                Glob::new(tool)
+                    .map_err(|e| RuleError::Glob {
+                        glob: tool.to_owned(),
+                        reason: e.kind().to_string(),
+                    })?
+                    .compile_matcher(),
+            ),
+        };
         Ok(GuardrailRule {
             tool: tool.to_owned(),
             matcher,
@@ -140,9 +166,14 @@ impl GuardrailRule {
         self.action
     }
 
-    /// Whether the rule matches this call.
-    pub fn matches(&self, tool: &str, arguments: &Value) -> bool {
-        self.matcher.is_match(tool) && self.arguments.iter().all(|p| p.matches(arguments))
+    /// Whether the rule matches a call of the tool named `tool` with
+    /// these behaviour `hints` and `arguments`.
+    pub fn matches(&self, tool: &str, hints: &ToolAnnotations, arguments: &Value) -> bool {
+        let tool_matches = match &self.matcher {
+            ToolMatcher::Glob(glob) => glob.is_match(tool),
+            ToolMatcher::Annotation(hint) => hints.has(*hint),
+        };
+        tool_matches && self.arguments.iter().all(|p| p.matches(arguments))
     }
 }
 
@@ -185,11 +216,28 @@ impl Guardrails {
         &self.rules
     }
 
-    /// Applies the precedence of the module documentation.
+    /// Applies the precedence of the module documentation to a call of
+    /// the tool named `tool` that says nothing of its behaviour (its hints
+    /// read as MCP's defaults).
     pub fn check(&self, tool: &str, arguments: &Value) -> Result<(), GuardrailDenied> {
+        self.check_with_hints(tool, &ToolAnnotations::default(), arguments)
+    }
+
+    /// [`Guardrails::check`] for a registered tool, with its hints.
+    pub fn check_tool(&self, tool: &Tool, arguments: &Value) -> Result<(), GuardrailDenied> {
+        let hints = tool.metadata().map(|m| m.annotations).unwrap_or_default();
+        self.check_with_hints(tool.name(), &hints, arguments)
+    }
+
+    fn check_with_hints(
+        &self,
+        tool: &str,
+        hints: &ToolAnnotations,
+        arguments: &Value,
+    ) -> Result<(), GuardrailDenied> {
         let mut allowed = false;
         for (index, rule) in self.rules.iter().enumerate() {
-            if !rule.matches(tool, arguments) {
+            if !rule.matches(tool, hints, arguments) {
                 continue;
             }
             match rule.action {
@@ -257,7 +305,7 @@ impl<S: ChainService> Service<DispatchCall> for Guardrail<S> {
     }
 
     fn call(&mut self, call: DispatchCall) -> Self::Future {
-        match self.guardrails.check(call.tool.name(), &call.arguments) {
+        match self.guardrails.check_tool(&call.tool, &call.arguments) {
             Ok(()) => self.inner.call(call),
             Err(denied) => Box::pin(std::future::ready(Err(denied.into()))),
         }
@@ -329,6 +377,32 @@ mod tests {
         assert!(!p.matches(&json!({"n": 7})));
         assert!(ArgumentPattern::new("n", "x").is_err());
         assert!(ArgumentPattern::new("/n", "(").is_err());
+    }
+
+    #[test]
+    fn annotation_rules_match_claimed_hints_and_read_silence_as_mcp_defaults() {
+        let g = Guardrails::new(
+            vec![rule("annotation:open_world", RuleAction::Deny, &[])],
+            RuleAction::Allow,
+        );
+        let closed = ToolAnnotations {
+            open_world_hint: Some(false),
+            ..ToolAnnotations::default()
+        };
+        assert!(g.check_with_hints("t", &closed, &json!({})).is_ok());
+        assert!(g.check("t", &json!({})).is_err());
+        let destructive =
+            GuardrailRule::new("annotation:destructive", RuleAction::Deny, None, vec![]).unwrap();
+        let read_only = ToolAnnotations {
+            read_only_hint: Some(true),
+            ..ToolAnnotations::default()
+        };
+        assert!(!destructive.matches("t", &read_only, &json!({})));
+        assert!(destructive.matches("t", &ToolAnnotations::default(), &json!({})));
+        let error = GuardrailRule::new("annotation:scary", RuleAction::Deny, None, vec![])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("annotation:destructive"), "{error}");
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub use quiver_tool::executor::{
 };
 pub use session::{Session, SessionError};
 pub use transform::{ResultCapLayer, cut_result};
-pub use validate::{InvalidArguments, ValidationLayer};
+pub use validate::{InvalidArguments, OutputValidationLayer, ValidationLayer};
 
 /// One call of a real tool, as every layer of the chain sees it.
 #[derive(Debug, Clone)]
@@ -335,8 +335,8 @@ impl ChainParts {
 }
 
 /// The standard chain, outermost first: pre-call hooks, guardrails,
-/// approval, argument validation, post-call hooks, result cap, execution
-/// with timeout.
+/// approval, argument validation, post-call hooks, result cap, output
+/// schema check, execution with timeout.
 pub fn standard_chain(parts: ChainParts) -> Chain {
     let service = ServiceBuilder::new()
         .layer(PreHooksLayer::new(parts.hooks.clone()))
@@ -345,6 +345,7 @@ pub fn standard_chain(parts: ChainParts) -> Chain {
         .layer(ValidationLayer::new())
         .layer(PostHooksLayer::new(parts.hooks))
         .layer(ResultCapLayer::new(parts.max_result_chars))
+        .layer(OutputValidationLayer::new())
         .service(ExecuteService::new(parts.executor, parts.call_timeout));
     Chain::new(service)
 }
@@ -362,6 +363,38 @@ pub fn called_tool<'a>(assembly: &Assembly, name: &'a str, arguments: &'a Value)
             .unwrap_or(TOOL_CALL)
     } else {
         name
+    }
+}
+
+/// A call's final status as a metric label: `ok`, `error`, `denied`,
+/// `timed_out`.
+fn status_label(status: Status) -> &'static str {
+    match status {
+        Status::TimedOut => "timed_out",
+        Status::AwaitingApproval => "awaiting_approval",
+        other => other.label(),
+    }
+}
+
+/// Counts a `tool_search` answer's queries and those that found nothing.
+fn record_search(answer: Option<&Value>) {
+    let Some(answer) = answer else {
+        metrics::counter!("quiver_tool_search_queries_total").increment(1);
+        return;
+    };
+    let results = answer
+        .get("results")
+        .and_then(Value::as_array)
+        .map_or(std::slice::from_ref(answer), Vec::as_slice);
+    for result in results {
+        metrics::counter!("quiver_tool_search_queries_total").increment(1);
+        let empty = result
+            .get("matches")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if empty {
+            metrics::counter!("quiver_tool_search_empty_results_total").increment(1);
+        }
     }
 }
 
@@ -458,6 +491,10 @@ impl Dispatcher {
                 }),
                 _ => bridge::describe_within(assembly, arguments, self.max_bridge_chars),
             };
+            session.note_search();
+            if name == TOOL_SEARCH {
+                record_search(answer.as_ref().ok());
+            }
             let (status, detail) = match &answer {
                 Ok(_) => (Status::Ok, None),
                 Err(e) => (Status::Error, Some(e.to_string())),
@@ -476,6 +513,7 @@ impl Dispatcher {
         } else {
             bridge::resolve(assembly, name, Some(arguments), false)
         };
+        let resolved = resolved.map_err(|error| self.not_ready_yet(session, error));
         let resolved = resolved.and_then(|r| {
             if session.scope().allows(&r.tool) {
                 Ok(r)
@@ -486,11 +524,24 @@ impl Dispatcher {
             }
         });
         match resolved {
-            Ok(resolved) => self
-                .run(DispatchCall::new(session.clone(), resolved))
-                .await
-                .map(|output| output.content),
+            Ok(resolved) => {
+                if !assembly.catalog().is_eager(resolved.tool.name())
+                    && assembly.has_bridge()
+                    && !session.has_searched()
+                {
+                    metrics::counter!(
+                        "quiver_deferred_calls_without_search_total",
+                        "source" => resolved.tool.source().kind()
+                    )
+                    .increment(1);
+                }
+                self.run(DispatchCall::new(session.clone(), resolved))
+                    .await
+                    .map(|output| output.content)
+            }
             Err(error) => {
+                metrics::counter!("quiver_tool_call_refusals_total", "code" => error.code())
+                    .increment(1);
                 session.record(
                     Event::new(
                         session,
@@ -502,6 +553,29 @@ impl Dispatcher {
                 );
                 Err(error.into())
             }
+        }
+    }
+
+    /// An unknown name that belongs to a granted MCP server not connected
+    /// yet (`mcp_SERVER_...`) is [`BridgeError::ServerConnecting`] naming
+    /// it, not an unknown tool with suggestions from other servers.
+    fn not_ready_yet(&self, session: &Session, error: BridgeError) -> BridgeError {
+        let (BridgeError::UnknownTool { name, .. }, Some(status)) = (&error, &self.status) else {
+            return error;
+        };
+        let scoped = quiver_tool::status::ScopedStatus::new(status.as_ref(), session.scope());
+        let owner = quiver_tool::status::McpStatusView::servers(&scoped)
+            .into_iter()
+            .filter(|s| !s.state.is_ready())
+            .filter(|s| name.starts_with(&format!("mcp_{}_", s.name)))
+            .max_by_key(|s| s.name.len());
+        match owner {
+            Some(server) => BridgeError::ServerConnecting {
+                name: name.clone(),
+                server: server.name,
+                state: server.state.describe(),
+            },
+            None => error,
         }
     }
 
@@ -520,6 +594,16 @@ impl Dispatcher {
         let note = (!coerced.is_empty()).then(|| coerce::describe(&coerced));
         let record = call.clone();
         let mut result = self.chain.call(call).await;
+        let status = match &result {
+            Ok(_) => Status::Ok,
+            Err(error) => error.status(),
+        };
+        let tool = record.tool.name().to_owned();
+        let source = record.tool.source().kind();
+        metrics::counter!("quiver_tool_calls_total", "tool" => tool.clone(), "source" => source, "status" => status_label(status))
+            .increment(1);
+        metrics::histogram!("quiver_tool_call_duration_seconds", "tool" => tool, "source" => source)
+            .record(record.started.elapsed().as_secs_f64());
         let detail = |base: Option<String>| match (base, &note) {
             (Some(base), Some(note)) => Some(format!("{base}; {note}")),
             (base, note) => base.or_else(|| note.clone()),

@@ -40,6 +40,10 @@ pub struct Session {
     /// gone: an unwatched session holds no event buffer.
     events: Mutex<Option<broadcast::Sender<Arc<Event>>>>,
     approved_tools: Mutex<HashSet<String>>,
+    /// Whether `tool_search` or `tool_describe` ran in this session (in
+    /// this process): a deferred tool called before is a guess, which the
+    /// metrics count.
+    searched: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -52,6 +56,7 @@ impl Session {
             feed,
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
+            searched: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -105,7 +110,19 @@ impl Session {
             feed: self.feed.clone(),
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
+            searched: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Notes that the session searched or described the deferred tools.
+    pub fn note_search(&self) {
+        self.searched
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the session ever searched or described the deferred tools.
+    pub fn has_searched(&self) -> bool {
+        self.searched.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The id.

@@ -163,9 +163,11 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "guardrails.rules[].tool",
-        kind: Kind::Text("a tool-name glob, e.g. \"mcp_github_*\""),
+        kind: Kind::Text(
+            "a tool-name glob, e.g. \"mcp_github_*\", or annotation:read_only, annotation:destructive, annotation:idempotent, annotation:open_world",
+        ),
         default: DefaultValue::Required,
-        doc: "a glob over the exposed tool name",
+        doc: "a glob over the exposed tool name, or `annotation:NAME`: the tools whose source claims that behaviour (MCP `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`; an unset hint reads as MCP's default: not read-only, destructive, not idempotent, open world). Hints are the server's claim, not a guarantee (see docs/TOOL_INTEGRITY.md)",
     },
     Setting {
         key: "guardrails.rules[].action",
@@ -219,9 +221,11 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "approval.require",
-        kind: Kind::List("a list of tool-name globs, e.g. [\"mcp_github_create_*\"]"),
+        kind: Kind::List(
+            "a list of tool-name globs or annotation:NAME, e.g. [\"mcp_github_create_*\", \"annotation:destructive\"]",
+        ),
         default: DefaultValue::List(&[]),
-        doc: "tools (exposed names) whose calls wait for an approver",
+        doc: "tools (exposed names) whose calls wait for an approver; `annotation:NAME` (`read_only`, `destructive`, `idempotent`, `open_world`) names the tools whose source claims that behaviour, an unset hint reading as MCP's default (so `annotation:destructive` also takes tools that say nothing)",
     },
     Setting {
         key: "approval.auto_approve",
@@ -284,6 +288,9 @@ fn globs(
 ) -> Result<Vec<String>, ConfigError> {
     let mut out = Vec::new();
     for (index, glob) in raw.unwrap_or_default().into_iter().enumerate() {
+        if let Some(Err(message)) = quiver_tool::tool::annotation_pattern(&glob.value) {
+            return Err(invalid(file, &glob, format!("{key}[{index}]"), message));
+        }
         if let Err(e) = globset::Glob::new(&glob.value) {
             return Err(invalid(
                 file,

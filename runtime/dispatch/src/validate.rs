@@ -3,6 +3,10 @@
 //! not invoked; the error lists every problem with its JSON pointer and
 //! carries the schema so that the model can retry at once.
 //!
+//! A tool whose source declares an output schema has its structured result
+//! checked against it too ([`OutputValidationLayer`]): a result that does
+//! not match is an `invalid_output` error, not data the model trusts.
+//!
 //! Compiled validators are cached per tool (the `Arc<Tool>` itself, so a
 //! tool re-registered with a new schema gets a new validator).
 
@@ -14,8 +18,9 @@ use jsonschema::Validator;
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
-use super::{BoxFuture, ChainService, DispatchCall, DispatchError, ToolOutput};
-use quiver_tool::tool::Tool;
+use super::{BoxFuture, ChainService, DispatchCall, DispatchError, ExecuteError, ToolOutput};
+use quiver_tool::executor::{ToolError, ToolErrorKind};
+use quiver_tool::tool::{Tool, ToolSource};
 
 /// One way the arguments miss the schema.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -177,6 +182,137 @@ impl<S: ChainService> Service<DispatchCall> for Validation<S> {
             Ok(()) => self.inner.call(call),
             Err(invalid) => Box::pin(std::future::ready(Err(invalid.into()))),
         }
+    }
+}
+
+/// Compiled output schemas by tool name, replaced when the tool changes.
+#[derive(Default)]
+pub struct OutputValidators {
+    entries: Mutex<HashMap<String, (Arc<Tool>, Compiled)>>,
+}
+
+impl std::fmt::Debug for OutputValidators {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputValidators").finish_non_exhaustive()
+    }
+}
+
+impl OutputValidators {
+    fn get(&self, tool: &Arc<Tool>, schema: &Value) -> Compiled {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached, validator)) = entries.get(tool.name())
+            && Arc::ptr_eq(cached, tool)
+        {
+            return validator.clone();
+        }
+        let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string()));
+        entries.insert(tool.name().to_owned(), (tool.clone(), compiled.clone()));
+        compiled
+    }
+
+    /// Checks `output` of `tool` against its declared output schema: an
+    /// MCP tool's `structured_content` (absent: nothing to check), another
+    /// source's whole result. `Ok` when the tool declares none, or its
+    /// schema does not compile (the source's fault, logged, not the
+    /// result's).
+    pub fn check(&self, tool: &Arc<Tool>, output: &Value) -> Result<(), ExecuteError> {
+        let Some(schema) = tool.metadata().and_then(|m| m.output_schema.as_ref()) else {
+            return Ok(());
+        };
+        let structured = match tool.source() {
+            ToolSource::Mcp(_) => match output.get("structured_content") {
+                Some(structured) => structured,
+                None => return Ok(()),
+            },
+            _ => output,
+        };
+        let validator = self.get(tool, schema);
+        let validator = match validator.as_ref() {
+            Ok(validator) => validator,
+            Err(reason) => {
+                tracing::debug!(tool = tool.name(), %reason, "the output schema does not compile; results are not checked");
+                return Ok(());
+            }
+        };
+        let problems: Vec<Problem> = validator
+            .iter_errors(structured)
+            .map(|e| Problem {
+                pointer: e.instance_path().as_str().to_owned(),
+                message: e.to_string(),
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let error = ToolError::new(
+            ToolErrorKind::Failed,
+            "invalid_output",
+            format!(
+                "returned a structured result that does not match its output schema: {}",
+                summary(&problems)
+            ),
+        )
+        .with_data(json!({
+            "problems": problems,
+            "output_schema": schema,
+            "structured_content": structured,
+        }));
+        Err(ExecuteError {
+            tool: tool.name().to_owned(),
+            error,
+        })
+    }
+}
+
+/// Adds [`OutputValidation`] around a service (the executor: it sees the
+/// result before any cap cuts it).
+#[derive(Debug, Clone, Default)]
+pub struct OutputValidationLayer {
+    validators: Arc<OutputValidators>,
+}
+
+impl OutputValidationLayer {
+    /// A layer with its own validator cache.
+    pub fn new() -> OutputValidationLayer {
+        OutputValidationLayer::default()
+    }
+}
+
+impl<S> Layer<S> for OutputValidationLayer {
+    type Service = OutputValidation<S>;
+    fn layer(&self, inner: S) -> OutputValidation<S> {
+        OutputValidation {
+            validators: self.validators.clone(),
+            inner,
+        }
+    }
+}
+
+/// Turns results that miss their tool's output schema into errors.
+#[derive(Debug, Clone)]
+pub struct OutputValidation<S> {
+    validators: Arc<OutputValidators>,
+    inner: S,
+}
+
+impl<S: ChainService> Service<DispatchCall> for OutputValidation<S> {
+    type Response = ToolOutput;
+    type Error = DispatchError;
+    type Future = BoxFuture<'static, Result<ToolOutput, DispatchError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), DispatchError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: DispatchCall) -> Self::Future {
+        let tool = call.tool.clone();
+        let validators = self.validators.clone();
+        let run = self.inner.call(call);
+        Box::pin(async move {
+            let output = run.await?;
+            validators.check(&tool, &output.content)?;
+            Ok(output)
+        })
     }
 }
 

@@ -12,7 +12,14 @@
 //!     env: {TZ: UTC}
 //!     call_timeout_s: 10
 //!     tools: {include: ["get_*"], exclude: ["get_secret"]}
+//!     trust: pinned
+//!     tools:
+//!       overrides:
+//!         get_time: {description: "Current time in a time zone."}
 //! ```
+//!
+//! `trust` says which tool definitions are served without an operator
+//! accepting them (see `quiver_tool::integrity` and docs/TOOL_INTEGRITY.md).
 //!
 //! `${VAR}` in `headers` and `env` values is replaced by the variable's
 //! value when the file is loaded; an unset variable is a config error that
@@ -30,7 +37,8 @@ use serde::Deserialize;
 use quiver_config::expand_vars;
 use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
 use quiver_config::{ConfigError, ConfigWarning, invalid_at};
-use quiver_process::environment::DEFAULT_ENV_INHERIT;
+use quiver_process::environment::{DEFAULT_ENV_INHERIT, inherit_pattern_problem, variable_problem};
+use quiver_tool::integrity::{ToolOverride, Trust};
 
 /// Default `connect_timeout_s`.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = CONNECT_TIMEOUT_S.default_int() as u64;
@@ -112,6 +120,12 @@ pub const SETTINGS: &[Setting] = &[
         "longest a tool call may take; the call is then cancelled on the server",
     ),
     Setting {
+        key: "mcp_servers.NAME.trust",
+        kind: Kind::Enum(&["pinned", "accept_new", "all"]),
+        default: DefaultValue::Str("accept_new"),
+        doc: "which tool definitions are served without an operator accepting them (`quiver tools accept`): `pinned`: only accepted ones; `accept_new`: a tool seen for the first time is accepted and pinned unless screening flags it, a pinned tool whose definition (name, description, schema, title, hints) changes is quarantined; `all`: everything, pinned as it comes, changes still reported. See docs/TOOL_INTEGRITY.md",
+    },
+    Setting {
         key: "mcp_servers.NAME.tools",
         kind: Kind::Table { or_bool: false },
         default: DefaultValue::None,
@@ -128,6 +142,30 @@ pub const SETTINGS: &[Setting] = &[
         kind: Kind::List("a list of tool-name globs"),
         default: DefaultValue::List(&[]),
         doc: "tool names left out (applied after `include`)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.overrides",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::EmptyMap,
+        doc: "the operator's text for tools (by the server's own name) in place of the server's; the override is what is indexed, listed and described, while the server's own definition is what is pinned",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.overrides.NAME",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "one tool's replacements",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.overrides.NAME.description",
+        kind: Kind::Text("a string"),
+        default: DefaultValue::None,
+        doc: "replaces the tool's description",
+    },
+    Setting {
+        key: "mcp_servers.NAME.tools.overrides.NAME.title",
+        kind: Kind::Text("a string"),
+        default: DefaultValue::None,
+        doc: "replaces the tool's title",
     },
 ];
 
@@ -258,6 +296,10 @@ pub struct McpServerConfig {
     pub call_timeout: Duration,
     /// Which tools join the catalog.
     pub tools: ToolFilter,
+    /// Which definitions are served without an operator accepting them.
+    pub trust: Trust,
+    /// The operator's text in place of the server's, by tool name.
+    pub overrides: BTreeMap<String, ToolOverride>,
 }
 
 impl McpServerConfig {
@@ -294,6 +336,8 @@ impl McpServerConfig {
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_S),
             call_timeout: Duration::from_secs(DEFAULT_CALL_TIMEOUT_S),
             tools: ToolFilter::default(),
+            trust: Trust::default(),
+            overrides: BTreeMap::new(),
         }
     }
 
@@ -338,6 +382,7 @@ pub struct RawMcpServer {
     connect_timeout_s: Option<Spanned<i64>>,
     call_timeout_s: Option<Spanned<i64>>,
     tools: Option<RawToolFilter>,
+    trust: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -345,6 +390,14 @@ pub struct RawMcpServer {
 struct RawToolFilter {
     include: Option<Vec<Spanned<String>>>,
     exclude: Option<Vec<Spanned<String>>>,
+    overrides: Option<BTreeMap<String, Spanned<RawOverride>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    description: Option<Spanned<String>>,
+    title: Option<Spanned<String>>,
 }
 
 /// The raw section: server name to entry, with the entry's position.
@@ -411,6 +464,11 @@ fn expanded_map(
     for (name, value) in raw.unwrap_or_default() {
         let expanded = expand_vars(&value.value, env_lookup)
             .map_err(|message| ctx.error(&value, &format!("{key}.{name}"), message))?;
+        if key == "env"
+            && let Some(message) = variable_problem(&name, &expanded)
+        {
+            return Err(ctx.error(&value, &format!("{key}.{name}"), message));
+        }
         out.insert(name, expanded);
     }
     Ok(out)
@@ -431,14 +489,7 @@ fn env_inherit(
     };
     let mut out = Vec::new();
     for (index, pattern) in raw.into_iter().enumerate() {
-        let problem = if pattern.value.trim().is_empty() {
-            Some("empty glob".to_owned())
-        } else {
-            Glob::new(&pattern.value)
-                .err()
-                .map(|e| format!("`{}` is not a valid glob: {}", pattern.value, e.kind()))
-        };
-        if let Some(message) = problem {
+        if let Some(message) = inherit_pattern_problem(&pattern.value) {
             return Err(ctx.error(&pattern, &format!("env_inherit[{index}]"), message));
         }
         out.push(pattern.value);
@@ -461,6 +512,32 @@ fn globs(
             ));
         }
         out.push(pattern.value);
+    }
+    Ok(out)
+}
+
+/// `tools.overrides` checked: each replacement a non-blank text.
+fn overrides(
+    ctx: &Ctx<'_>,
+    raw: Option<BTreeMap<String, Spanned<RawOverride>>>,
+) -> Result<BTreeMap<String, ToolOverride>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (tool, entry) in raw.unwrap_or_default() {
+        let text = |value: Option<Spanned<String>>, key: &str| match value {
+            Some(value) if value.value.trim().is_empty() => Err(ctx.error(
+                &value,
+                &format!("tools.overrides.{tool}.{key}"),
+                "an override must not be blank (leave the key out to keep the server's text)"
+                    .into(),
+            )),
+            Some(value) => Ok(Some(value.value)),
+            None => Ok(None),
+        };
+        let replacement = ToolOverride {
+            description: text(entry.value.description, "description")?,
+            title: text(entry.value.title, "title")?,
+        };
+        out.insert(tool, replacement);
     }
     Ok(out)
 }
@@ -570,12 +647,28 @@ pub fn validate(
             }
         };
         let raw = entry.value;
-        let (include, exclude) = match raw.tools {
+        let trust = match &raw.trust {
+            None => Trust::default(),
+            Some(value) => match value.value.as_str() {
+                "pinned" => Trust::Pinned,
+                "accept_new" => Trust::AcceptNew,
+                "all" => Trust::All,
+                other => {
+                    return Err(ctx.error(
+                        value,
+                        "trust",
+                        format!("`{other}` is not a trust mode"),
+                    ));
+                }
+            },
+        };
+        let (include, exclude, overrides) = match raw.tools {
             Some(filter) => (
                 globs(&ctx, filter.include, "include")?,
                 globs(&ctx, filter.exclude, "exclude")?,
+                overrides(&ctx, filter.overrides)?,
             ),
-            None => (Vec::new(), Vec::new()),
+            None => (Vec::new(), Vec::new(), BTreeMap::new()),
         };
         let tools = ToolFilter::new(include, exclude).map_err(|error| ConfigError::Invalid {
             file: file.to_owned(),
@@ -591,6 +684,8 @@ pub fn validate(
             connect_timeout: timeout(&ctx, &raw.connect_timeout_s, CONNECT_TIMEOUT_S, warnings)?,
             call_timeout: timeout(&ctx, &raw.call_timeout_s, CALL_TIMEOUT_S, warnings)?,
             tools,
+            trust,
+            overrides,
             name: name.clone(),
         };
         servers.insert(name, server);

@@ -6,7 +6,9 @@
 //! [`McpHost::reconfigure`] applies a new server list (a config reload):
 //! servers removed or changed are stopped (their tools leave the
 //! registry), servers added or changed are started, and the others keep
-//! their connection.
+//! their connection. Accepted definitions (pins) live in the host's gate,
+//! not in a server's slot, so a restarted server is checked against the
+//! pins it had.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,10 +23,53 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::McpServerConfig;
 use super::result::{McpToolOutput, map_result};
-use super::supervisor::{self, Backoff, Slot};
+use super::supervisor::{self, Backoff, Gate, IntegrityEvent, Slot};
 use super::{DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, McpCallError};
+use quiver_tool::integrity::{self, MemoryPins, Pin, PinStore, PinStoreError};
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::status::{McpStatusView, ServerState, ServerStatus};
+
+/// Why an acceptance could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AcceptError {
+    /// No server of that name is configured.
+    #[error("no MCP server `{server}` is configured; configured: {configured}")]
+    UnknownServer {
+        /// The name asked for.
+        server: String,
+        /// The configured names.
+        configured: String,
+    },
+    /// A named tool is not quarantined.
+    #[error("server `{server}` has no quarantined tool `{tool}`; quarantined: {quarantined}")]
+    NotQuarantined {
+        /// The server.
+        server: String,
+        /// The tool asked for.
+        tool: String,
+        /// The quarantined tools.
+        quarantined: String,
+    },
+    /// The pins could not be stored.
+    #[error("server `{server}`: cannot store the accepted definitions: {error}")]
+    Store {
+        /// The server.
+        server: String,
+        /// The store's message.
+        error: PinStoreError,
+    },
+}
+
+impl AcceptError {
+    /// A short stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AcceptError::UnknownServer { .. } => "unknown_server",
+            AcceptError::NotQuarantined { .. } => "not_quarantined",
+            AcceptError::Store { .. } => "store_error",
+        }
+    }
+}
 
 /// How the host runs its servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,26 +119,50 @@ impl McpChanges {
 pub struct McpHost {
     registry: Arc<ToolRegistry>,
     options: McpHostOptions,
+    gate: Arc<Gate>,
     servers: RwLock<BTreeMap<String, Server>>,
     /// Serialises reconfigurations and shutdown.
     changing: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
+    changes: tokio::sync::broadcast::Sender<ServerStatus>,
 }
+
+/// State changes a receiver of [`McpHost::subscribe_changes`] may fall
+/// behind by before it loses the oldest.
+const CHANGES_CAPACITY: usize = 256;
 
 impl McpHost {
     /// Starts a supervisor task for every enabled server and returns at
-    /// once. Must be called inside a tokio runtime.
+    /// once, with accepted definitions kept in memory only. Must be called
+    /// inside a tokio runtime.
     pub fn start(
         registry: Arc<ToolRegistry>,
         servers: impl IntoIterator<Item = McpServerConfig>,
         options: McpHostOptions,
     ) -> McpHost {
+        McpHost::start_with_pins(registry, servers, options, Arc::new(MemoryPins::default()))
+    }
+
+    /// Like [`McpHost::start`], keeping accepted definitions in `pins`
+    /// (the state database in the daemon).
+    pub fn start_with_pins(
+        registry: Arc<ToolRegistry>,
+        servers: impl IntoIterator<Item = McpServerConfig>,
+        options: McpHostOptions,
+        pins: Arc<dyn PinStore>,
+    ) -> McpHost {
+        let gate = Arc::new(Gate {
+            pins,
+            events: tokio::sync::broadcast::channel(256).0,
+        });
         let host = McpHost {
             registry,
             options,
+            gate,
             servers: RwLock::new(BTreeMap::new()),
             changing: tokio::sync::Mutex::new(()),
             shutdown: CancellationToken::new(),
+            changes: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0,
         };
         let started: BTreeMap<String, Server> = servers
             .into_iter()
@@ -105,12 +174,13 @@ impl McpHost {
 
     /// A server's slot, with its supervisor task when it is enabled.
     fn launch(&self, config: McpServerConfig) -> Server {
-        let slot = Arc::new(Slot::new(config));
+        let slot = Arc::new(Slot::new(config, self.changes.clone()));
         let stop = self.shutdown.child_token();
         let task = if slot.config.enabled {
             Some(tokio::spawn(supervisor::run(
                 slot.clone(),
                 self.registry.clone(),
+                self.gate.clone(),
                 self.options.backoff,
                 stop.clone(),
             )))
@@ -137,8 +207,11 @@ impl McpHost {
     /// listed with other settings, is stopped first (its process ended,
     /// its tools out of the registry), then the new and changed ones are
     /// started; servers listed with the same settings keep running
-    /// untouched. Returns at once after the stops; new servers connect in
-    /// the background, as at start.
+    /// untouched. A started server's definitions go through the same pins
+    /// and quarantine as at start (the pins are the host's, so a changed
+    /// server keeps those it had), and its state changes reach
+    /// [`McpHost::subscribe_changes`]. Returns at once after the stops; new
+    /// servers connect in the background, as at start.
     pub async fn reconfigure(
         &self,
         servers: impl IntoIterator<Item = McpServerConfig>,
@@ -199,6 +272,12 @@ impl McpHost {
             .collect()
     }
 
+    /// Every server's state changes from now on, as they happen (the
+    /// status after the change).
+    pub fn subscribe_changes(&self) -> tokio::sync::broadcast::Receiver<ServerStatus> {
+        self.changes.subscribe()
+    }
+
     /// The registry the servers' tools go to.
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
@@ -215,6 +294,96 @@ impl McpHost {
             .values()
             .map(|server| server.slot.status())
             .collect()
+    }
+
+    /// Definition changes of every server from now on (quarantines,
+    /// changes, renames and acceptances; not tools accepted on first sight).
+    pub fn subscribe_integrity(&self) -> tokio::sync::broadcast::Receiver<Arc<IntegrityEvent>> {
+        self.gate.events.subscribe()
+    }
+
+    /// What the definition review holds for `server`: its trust mode, the
+    /// quarantined tools with their reasons, flags and diffs, and recent
+    /// changes; `None` for an unknown server.
+    pub fn integrity(&self, server: &str) -> Option<Value> {
+        let slot = self.slot(server)?;
+        let integrity = slot.integrity();
+        Some(serde_json::json!({
+            "trust": slot.config.trust,
+            "quarantined_tools": integrity.quarantined,
+            "changes": integrity.changes,
+        }))
+    }
+
+    /// Accepts the quarantined definitions of `server` named in `tools`
+    /// (every quarantined one when empty), exactly as they were offered:
+    /// pins them and serves them at once if the server is connected.
+    /// Returns the new pins.
+    pub fn accept(&self, server: &str, tools: &[String]) -> Result<Vec<Pin>, AcceptError> {
+        let slot = self.slot(server).ok_or_else(|| {
+            let servers = self.read_servers();
+            AcceptError::UnknownServer {
+                server: server.to_owned(),
+                configured: if servers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    servers.keys().cloned().collect::<Vec<_>>().join(", ")
+                },
+            }
+        })?;
+        let mut held = slot.integrity();
+        let names = || {
+            let names: Vec<&str> = held.quarantined.iter().map(|q| q.tool.as_str()).collect();
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        if let Some(missing) = tools
+            .iter()
+            .find(|t| !held.quarantined.iter().any(|q| &q.tool == *t))
+        {
+            return Err(AcceptError::NotQuarantined {
+                server: server.to_owned(),
+                tool: missing.clone(),
+                quarantined: names(),
+            });
+        }
+        let now = supervisor::now_ms();
+        let accepted: Vec<_> = held
+            .quarantined
+            .iter()
+            .filter(|q| tools.is_empty() || tools.contains(&q.tool))
+            .cloned()
+            .collect();
+        let pins: Vec<Pin> = accepted
+            .iter()
+            .map(|q| integrity::accepted_pin(q, now))
+            .collect();
+        self.gate
+            .pins
+            .put_pins(&slot.toolset(), &pins)
+            .map_err(|error| AcceptError::Store {
+                server: server.to_owned(),
+                error,
+            })?;
+        for q in accepted {
+            let change = integrity::DefinitionChange {
+                time_ms: now,
+                tool: q.tool.clone(),
+                change: "accepted".to_owned(),
+                renamed_from: q.renamed_from.clone(),
+                served: true,
+                flags: q.flags.clone(),
+                diff: q.diff.clone(),
+            };
+            supervisor::announce(&slot, &self.gate, &mut held, change);
+        }
+        held.quarantined
+            .retain(|q| !pins.iter().any(|p| p.tool == q.tool));
+        supervisor::republish(&slot, &self.registry, &self.gate, &mut held);
+        Ok(pins)
     }
 
     /// Waits until no server is on its first connection attempt, or until

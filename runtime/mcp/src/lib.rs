@@ -32,9 +32,10 @@ pub mod host;
 
 pub use config::{McpServerConfig, McpTransportConfig, ToolFilter};
 pub use executor::McpExecutor;
-pub use host::{McpChanges, McpHost, McpHostOptions};
+pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
 pub use result::McpToolOutput;
+pub use supervisor::IntegrityEvent;
 
 /// Why a connection to a server could not be made or kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,21 +5,71 @@
 //!
 //! Only this server's registry source ever changes, so every other server's
 //! part of the catalog stays as it was.
+//!
+//! Every listing passes the definition review ([`quiver_tool::integrity`])
+//! before the registry sees it: tools whose definition is not accepted are
+//! held back here, so search, listings, `tool_describe` and dispatch all
+//! lack them alike.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::{Peer, RoleClient};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::McpError;
 use super::config::McpServerConfig;
 use super::connection::{self, Connection};
+use quiver_tool::integrity::{self, DefinitionChange, PinStore, Quarantined, Trust};
+use quiver_tool::naming::mcp_tool_name;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::status::{ServerState, ServerStatus};
 use quiver_tool::tool::{ToolSource, ToolSpec};
+
+/// Definition changes kept per server for `quiver status`.
+pub const CHANGES_KEPT: usize = 64;
+
+/// A change of a server's tool definitions, as the host announces it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegrityEvent {
+    /// The server.
+    pub server: String,
+    /// The tool's natural exposed name (`mcp_SERVER_TOOL`).
+    pub exposed: String,
+    /// What happened.
+    pub change: DefinitionChange,
+}
+
+/// Where definitions are pinned and changes announced; shared by every
+/// server of a host.
+pub(crate) struct Gate {
+    pub(crate) pins: Arc<dyn PinStore>,
+    pub(crate) events: tokio::sync::broadcast::Sender<Arc<IntegrityEvent>>,
+}
+
+/// One server's definition review state.
+#[derive(Default)]
+pub(crate) struct Integrity {
+    /// The last listing as the server sent it (`None` while disconnected).
+    last: Option<Vec<ToolSpec>>,
+    /// Each listed tool's definition hash at the last review.
+    previous: HashMap<String, String>,
+    /// Tools held back from the last listing.
+    pub(crate) quarantined: Vec<Quarantined>,
+    /// Recent changes, oldest first.
+    pub(crate) changes: VecDeque<DefinitionChange>,
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
 
 /// Reconnection pacing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,20 +94,43 @@ pub(crate) struct Slot {
     state: Mutex<ServerState>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     reconnects: AtomicU32,
+    integrity: Mutex<Integrity>,
+    /// How many tools the last review held back, readable without the
+    /// integrity lock: a state change reports it while a review holds it.
+    quarantined: AtomicUsize,
+    /// Every state change, for whoever reports them (the startup summary).
+    changes: broadcast::Sender<ServerStatus>,
 }
 
+/// The states a server's `quiver_mcp_server_state` gauge has a series for.
+const STATE_NAMES: [&str; 5] = ["disabled", "connecting", "ready", "failed", "stopped"];
+
 impl Slot {
-    pub(crate) fn new(config: McpServerConfig) -> Slot {
+    pub(crate) fn new(config: McpServerConfig, changes: broadcast::Sender<ServerStatus>) -> Slot {
         let state = if config.enabled {
             ServerState::Connecting { attempt: 1 }
         } else {
             ServerState::Disabled
         };
-        Slot {
+        let slot = Slot {
             config,
-            state: Mutex::new(state),
+            state: Mutex::new(state.clone()),
             peer: RwLock::new(None),
             reconnects: AtomicU32::new(0),
+            integrity: Mutex::new(Integrity::default()),
+            quarantined: AtomicUsize::new(0),
+            changes,
+        };
+        slot.record_state(&state);
+        slot
+    }
+
+    /// One series per state, 1 for the current one: a scrape sees which
+    /// state each server is in without parsing a label value.
+    fn record_state(&self, state: &ServerState) {
+        for name in STATE_NAMES {
+            metrics::gauge!("quiver_mcp_server_state", "server" => self.config.name.clone(), "state" => name)
+                .set(if state.name() == name { 1.0 } else { 0.0 });
         }
     }
 
@@ -69,7 +142,17 @@ impl Slot {
     }
 
     fn set_state(&self, state: ServerState) {
-        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+        let changed = {
+            let mut current = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = *current != state;
+            *current = state.clone();
+            changed
+        };
+        if changed {
+            self.record_state(&state);
+            // Nobody listening is not an error.
+            let _ = self.changes.send(self.status());
+        }
     }
 
     pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
@@ -89,8 +172,49 @@ impl Slot {
             transport: self.config.transport.kind(),
             state: self.state(),
             reconnects: self.reconnects.load(Ordering::Relaxed),
+            quarantined: self.quarantined.load(Ordering::Relaxed),
         }
     }
+
+    pub(crate) fn integrity(&self) -> MutexGuard<'_, Integrity> {
+        self.integrity
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The toolset name pins are kept under (`mcp-NAME`).
+    pub(crate) fn toolset(&self) -> String {
+        ToolSource::Mcp(self.config.name.clone()).toolset()
+    }
+}
+
+/// Records `change` in `integrity`, the log and the host's announcements.
+pub(crate) fn announce(
+    slot: &Slot,
+    gate: &Gate,
+    integrity: &mut Integrity,
+    change: DefinitionChange,
+) {
+    let server = slot.config.name.as_str();
+    let summary = change.summary(&slot.toolset());
+    if change.served {
+        tracing::info!(server, tool = %change.tool, diff = %change.diff, "{summary}");
+    } else {
+        tracing::warn!(server, tool = %change.tool, diff = %change.diff, "{summary}");
+    }
+    // A tool accepted on first sight is routine: logged, not kept.
+    if change.change == "added" && change.served {
+        return;
+    }
+    let _ = gate.events.send(Arc::new(IntegrityEvent {
+        server: server.to_owned(),
+        exposed: mcp_tool_name(server, &change.tool),
+        change: change.clone(),
+    }));
+    if integrity.changes.len() == CHANGES_KEPT {
+        integrity.changes.pop_front();
+    }
+    integrity.changes.push_back(change);
 }
 
 enum Ended {
@@ -98,9 +222,67 @@ enum Ended {
     Closed,
 }
 
-fn publish(slot: &Slot, registry: &ToolRegistry, specs: Vec<ToolSpec>) -> usize {
+/// Reviews `specs` (the server's listing, as sent) and publishes what may
+/// be served; returns the number of tools registered.
+fn publish(slot: &Slot, registry: &ToolRegistry, gate: &Gate, specs: Vec<ToolSpec>) -> usize {
+    let mut integrity = slot.integrity();
+    integrity.last = Some(specs);
+    republish(slot, registry, gate, &mut integrity)
+}
+
+/// Reviews the last listing again (after an acceptance) and publishes it.
+/// Runs under the slot's integrity lock, so a refresh and an acceptance
+/// never publish out of order.
+pub(crate) fn republish(
+    slot: &Slot,
+    registry: &ToolRegistry,
+    gate: &Gate,
+    integrity: &mut Integrity,
+) -> usize {
     let server = slot.config.name.as_str();
-    let report = registry.set_source_tools(ToolSource::Mcp(server.to_owned()), specs);
+    let Some(specs) = integrity.last.clone() else {
+        return 0;
+    };
+    let toolset = slot.toolset();
+    let (trust, pins) = match gate.pins.pins(&toolset) {
+        Ok(pins) => (slot.config.trust, pins),
+        Err(error) => {
+            // Without the pins nothing can be told apart from a change:
+            // serve only what an operator accepts now.
+            tracing::error!(server, %error, "cannot read the accepted tool definitions; every tool is quarantined");
+            (Trust::Pinned, Vec::new())
+        }
+    };
+    let hashes: HashMap<String, String> = specs
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                integrity::definition_hash(&integrity::definition(s)),
+            )
+        })
+        .collect();
+    let review = integrity::review(
+        specs,
+        trust,
+        &pins,
+        &slot.config.overrides,
+        &integrity.previous,
+        now_ms(),
+    );
+    if !review.new_pins.is_empty()
+        && let Err(error) = gate.pins.put_pins(&toolset, &review.new_pins)
+    {
+        tracing::warn!(server, %error, "cannot store the accepted tool definitions; they are served but will be reviewed again");
+    }
+    for change in review.changes {
+        announce(slot, gate, integrity, change);
+    }
+    integrity.previous = hashes;
+    slot.quarantined
+        .store(review.quarantined.len(), Ordering::Relaxed);
+    integrity.quarantined = review.quarantined;
+    let report = registry.set_source_tools(ToolSource::Mcp(server.to_owned()), review.served);
     for refused in &report.refused {
         tracing::warn!(server, tool = %refused.name, reason = %refused.reason, "MCP tool refused");
     }
@@ -110,7 +292,11 @@ fn publish(slot: &Slot, registry: &ToolRegistry, specs: Vec<ToolSpec>) -> usize 
         generation = report.generation,
         "MCP tools published"
     );
-    report.registered.len()
+    let registered = report.registered.len();
+    if slot.state().is_ready() {
+        slot.set_state(ServerState::Ready { tools: registered });
+    }
+    registered
 }
 
 async fn connect_and_list(
@@ -126,6 +312,7 @@ async fn connect_and_list(
 pub(crate) async fn run(
     slot: Arc<Slot>,
     registry: Arc<ToolRegistry>,
+    gate: Arc<Gate>,
     backoff: Backoff,
     shutdown: CancellationToken,
 ) {
@@ -153,13 +340,15 @@ pub(crate) async fn run(
                         connection::server_description(&info),
                     )]);
                 }
-                let tools = publish(&slot, &registry, specs);
+                let tools = publish(&slot, &registry, &gate, specs);
                 slot.set_peer(Some(connection.peer()));
                 slot.set_state(ServerState::Ready { tools });
                 tracing::info!(server = %server, tools, "MCP server connected");
                 failures = 0;
-                let ended = serve(&slot, &registry, connection, list_changed, &shutdown).await;
+                let ended =
+                    serve(&slot, &registry, &gate, connection, list_changed, &shutdown).await;
                 slot.set_peer(None);
+                slot.integrity().last = None;
                 registry.remove_source(&source);
                 if let Ended::Shutdown = ended {
                     break;
@@ -176,6 +365,7 @@ pub(crate) async fn run(
         };
         failures = failures.saturating_add(1);
         slot.reconnects.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("quiver_mcp_reconnects_total", "server" => server.clone()).increment(1);
         let delay = backoff.delay(failures);
         tracing::warn!(server = %server, %error, retry_in_ms = delay.as_millis() as u64, "MCP server unavailable");
         slot.set_state(ServerState::Failed {
@@ -189,6 +379,7 @@ pub(crate) async fn run(
         }
     }
     slot.set_peer(None);
+    slot.integrity().last = None;
     registry.remove_source(&source);
     slot.set_state(ServerState::Stopped);
 }
@@ -197,6 +388,7 @@ pub(crate) async fn run(
 async fn serve(
     slot: &Slot,
     registry: &ToolRegistry,
+    gate: &Gate,
     connection: Connection,
     list_changed: Arc<Notify>,
     shutdown: &CancellationToken,
@@ -226,8 +418,7 @@ async fn serve(
             _ = list_changed.notified() => {
                 match connection::list_tools(&slot.config, &peer).await {
                     Ok(specs) => {
-                        let tools = publish(slot, registry, specs);
-                        slot.set_state(ServerState::Ready { tools });
+                        publish(slot, registry, gate, specs);
                     }
                     Err(error) => {
                         tracing::warn!(server = %slot.config.name, %error, "refreshing the tool list failed; keeping the previous list");

@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use super::http::{Endpoint, api_key_header};
 use super::{
     BoxFuture, Completion, CompletionRequest, FinishReason, Message, ModelConfig, ModelError,
-    ModelProvider, Role, ToolCall, Usage, call_id_or_generated, missing_from_answer,
+    ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated, missing_from_answer,
 };
 
 /// The API version this client speaks.
@@ -82,7 +82,19 @@ impl ModelProvider for AnthropicProvider {
         &'a self,
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(self.complete_inner(request))
+        Box::pin(crate::measured(
+            &self.config.name,
+            self.complete_inner(request),
+        ))
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<Option<Probe>, ModelError>> {
+        Box::pin(async move {
+            self.endpoint
+                .probe(models_url(&self.config.base_url))
+                .await
+                .map(Some)
+        })
     }
 
     fn name(&self) -> &str {
@@ -102,6 +114,13 @@ fn messages_url(base_url: &str) -> String {
     } else {
         format!("{base_url}/v1/messages")
     }
+}
+
+/// `{base_url}/v1/models` (one `/v1`, as for messages): the model list,
+/// which answers without spending tokens.
+fn models_url(base_url: &str) -> String {
+    let messages = messages_url(base_url);
+    format!("{}/models", messages.trim_end_matches("/messages"))
 }
 
 /// The Messages request body.

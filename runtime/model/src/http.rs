@@ -10,7 +10,10 @@ use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
-use super::{ModelConfig, ModelError, cut};
+use super::{ModelConfig, ModelError, Probe, cut};
+
+/// Longest a [`Endpoint::probe`] waits.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Longest pause between two attempts, whatever the backoff says.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -187,6 +190,49 @@ impl Endpoint {
             }
             return Err(self.status_error(status, message, attempt));
         }
+    }
+
+    /// One `GET url` with the endpoint's headers, no retry and at most
+    /// [`PROBE_TIMEOUT`]: whether the server is there and takes the
+    /// credentials. A 404 or 405 (no model list) counts as an answer.
+    pub(crate) async fn probe(&self, url: String) -> Result<Probe, ModelError> {
+        let timeout = self.timeout.min(PROBE_TIMEOUT);
+        let sent = self.client.get(&url).timeout(timeout).send().await;
+        let with_url = |mut error: ModelError| {
+            match &mut error {
+                ModelError::Transport { url: u, .. }
+                | ModelError::Timeout { url: u, .. }
+                | ModelError::Status { url: u, .. }
+                | ModelError::Unauthorized { url: u, .. } => *u = url.clone(),
+                _ => {}
+            }
+            error
+        };
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) if error.is_timeout() => {
+                return Err(with_url(ModelError::Timeout {
+                    model: self.model.clone(),
+                    url: String::new(),
+                    timeout_ms: timeout.as_millis() as u64,
+                }));
+            }
+            Err(error) => return Err(with_url(self.transport_error(&error, 1))),
+        };
+        let status = response.status();
+        if status.is_success()
+            || matches!(
+                status,
+                StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+            )
+        {
+            return Ok(Probe {
+                url,
+                status: status.as_u16(),
+            });
+        }
+        let body = response.bytes().await.unwrap_or_default();
+        Err(with_url(self.status_error(status, error_message(&body), 1)))
     }
 
     /// One attempt: the status, the pause `retry-after` asks for, the body.

@@ -222,6 +222,47 @@ pub trait ModelProvider: Send + Sync {
 
     /// The model's context window, in tokens.
     fn context_tokens(&self) -> u64;
+
+    /// Asks the server something that costs no tokens (its model list),
+    /// to tell at startup whether it answers and takes the credentials.
+    /// `Ok` when it answered (a server without a model list answers 404,
+    /// which still shows it is there); the error otherwise. A provider
+    /// that cannot be probed answers `Ok(None)`.
+    fn probe(&self) -> BoxFuture<'_, Result<Option<Probe>, ModelError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// What a server answered to [`ModelProvider::probe`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The URL asked.
+    pub url: String,
+    /// The HTTP status it answered.
+    pub status: u16,
+}
+
+/// Runs one model request, recording its latency (by model and outcome)
+/// and the tokens it used in the process's metrics.
+pub(crate) async fn measured(
+    model: &str,
+    request: impl std::future::Future<Output = Result<Completion, ModelError>>,
+) -> Result<Completion, ModelError> {
+    let started = std::time::Instant::now();
+    let outcome = request.await;
+    let status = match &outcome {
+        Ok(_) => "ok",
+        Err(error) => error.code(),
+    };
+    metrics::histogram!("quiver_model_request_duration_seconds", "model" => model.to_owned(), "status" => status)
+        .record(started.elapsed().as_secs_f64());
+    if let Ok(completion) = &outcome {
+        metrics::counter!("quiver_model_tokens_total", "model" => model.to_owned(), "kind" => "input")
+            .increment(completion.usage.input_tokens);
+        metrics::counter!("quiver_model_tokens_total", "model" => model.to_owned(), "kind" => "output")
+            .increment(completion.usage.output_tokens);
+    }
+    outcome
 }
 
 /// Why a model request failed. Every variant names the configured model,
@@ -341,6 +382,33 @@ impl ModelError {
                 Some(*status)
             }
             _ => None,
+        }
+    }
+
+    /// What an operator most likely has to do about it, naming the
+    /// config key; `None` when there is nothing better than the message.
+    pub fn likely_fix(&self) -> Option<String> {
+        let model = self.model();
+        match self {
+            ModelError::Transport { url, .. } => Some(format!(
+                "start the model server that should answer at {url}, or point `models.{model}.base_url` at where it listens"
+            )),
+            ModelError::Timeout { .. } => Some(format!(
+                "the server is there but slow to answer: check its load, or raise `models.{model}.timeout_s`"
+            )),
+            ModelError::Unauthorized { .. } => Some(format!(
+                "set `models.{model}.api_key` (e.g. \"${{OPENAI_API_KEY}}\") and export that variable where quiver starts"
+            )),
+            ModelError::Status { status: 404, .. } => Some(format!(
+                "check `models.{model}.base_url`: OpenAI-compatible servers usually serve under `/v1`"
+            )),
+            ModelError::Status { status, .. } if *status >= 500 => {
+                Some("the model server failed; see its own log".to_owned())
+            }
+            ModelError::Malformed { .. } => Some(format!(
+                "check that `models.{model}.provider` is the API the server speaks"
+            )),
+            ModelError::Status { .. } | ModelError::Config { .. } => None,
         }
     }
 

@@ -23,7 +23,8 @@ use serde_json::{Map, Value, json};
 use super::http::{Endpoint, api_key_header};
 use super::{
     BoxFuture, Completion, CompletionRequest, FinishReason, MaxTokensField, Message, ModelConfig,
-    ModelError, ModelProvider, Role, ToolCall, Usage, call_id_or_generated, missing_from_answer,
+    ModelError, ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated,
+    missing_from_answer,
 };
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
@@ -100,7 +101,19 @@ impl ModelProvider for OpenAiProvider {
         &'a self,
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
-        Box::pin(self.complete_inner(request))
+        Box::pin(crate::measured(
+            &self.config.name,
+            self.complete_inner(request),
+        ))
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<Option<Probe>, ModelError>> {
+        Box::pin(async move {
+            self.endpoint
+                .probe(models_url(&self.config.base_url))
+                .await
+                .map(Some)
+        })
     }
 
     fn name(&self) -> &str {
@@ -110,6 +123,12 @@ impl ModelProvider for OpenAiProvider {
     fn context_tokens(&self) -> u64 {
         self.config.context_tokens
     }
+}
+
+/// `{base_url}/models`: the model list, which answers without spending
+/// tokens.
+fn models_url(base_url: &str) -> String {
+    format!("{base_url}/models")
 }
 
 /// Whether `base_url` is OpenAI's own API, whose reasoning models refuse

@@ -1,25 +1,20 @@
-//! Opening a plugin file with abi_stable's header API, the layout and ABI
-//! version checks, and the manifest checks.
+//! Opening a plugin file with the shared loader of `quiver-plugin-api`
+//! (ABI stamp, layout and ABI-version checks, the manifest with every
+//! schema compiled, the configuration and `init`), and turning what it
+//! read into the registry's [`ToolSpec`]s.
 //!
-//! Each generation is opened from its own path with
-//! [`lib_header_from_path`] and [`LibHeader::init_root_module`]: not
-//! `RootModule::load_from_file`, which caches the first module of a type
-//! for the whole process and would hand every reload the first generation.
-//!
-//! [`LibHeader::init_root_module`]: abi_stable::library::LibHeader::init_root_module
+//! The checks live in `quiver_plugin_api::loader` so that a plugin's own
+//! tests (`quiver_plugin_api::testing`) meet exactly the refusals the host
+//! gives.
 
-use std::collections::HashSet;
 use std::path::Path;
 
-use abi_stable::library::{LibraryError, lib_header_from_path};
-use quiver_plugin_api::{
-    FfiManifest, MIN_SUPPORTED_ABI_VERSION, PLUGIN_ABI_VERSION, PluginModuleRef,
-};
+use quiver_plugin_api::loader::{self, LoadError};
+use quiver_plugin_api::{PluginManifest, PluginModuleRef, ToolManifest};
 use serde_json::Value;
 
 use super::PluginError;
-use quiver_tool::naming::{is_bridge_name, is_valid_plain_name};
-use quiver_tool::tool::ToolSpec;
+use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSpec};
 
 /// A checked manifest.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,179 +23,108 @@ pub struct Manifest {
     pub name: String,
     /// Plugin version.
     pub version: String,
-    /// Its tools, with parsed schemas.
+    /// Its tools, with parsed schemas and metadata.
     pub tools: Vec<ToolSpec>,
+    /// The schema of its `plugins.config.NAME` section, if it takes one.
+    pub config_schema: Option<Value>,
 }
 
-/// Whether the host accepts a plugin built for ABI `version`.
-pub fn check_abi_version(path: &Path, version: u32) -> Result<(), PluginError> {
-    if (MIN_SUPPORTED_ABI_VERSION..=PLUGIN_ABI_VERSION).contains(&version) {
-        Ok(())
-    } else {
-        Err(PluginError::AbiVersion {
-            path: path.to_owned(),
-            found: version,
-            min: MIN_SUPPORTED_ABI_VERSION,
-            max: PLUGIN_ABI_VERSION,
-        })
+/// A plugin tool as the registry holds it: title, hints and output schema
+/// go into the spec's [`ToolMetadata`].
+pub fn tool_spec(tool: &ToolManifest) -> ToolSpec {
+    ToolSpec::new(&tool.name, &tool.description, tool.input_schema.clone()).with_metadata(
+        ToolMetadata {
+            title: tool.title.clone(),
+            annotations: ToolAnnotations {
+                read_only_hint: tool.hints.read_only,
+                destructive_hint: tool.hints.destructive,
+                idempotent_hint: tool.hints.idempotent,
+                open_world_hint: tool.hints.open_world,
+            },
+            output_schema: tool.output_schema.clone(),
+            meta: None,
+        },
+    )
+}
+
+fn manifest(checked: PluginManifest) -> Manifest {
+    Manifest {
+        tools: checked.tools.iter().map(tool_spec).collect(),
+        name: checked.name,
+        version: checked.version,
+        config_schema: checked.config_schema,
     }
 }
 
-/// Checks a manifest as it came across the boundary.
-pub fn check_manifest(path: &Path, ffi: &FfiManifest) -> Result<Manifest, PluginError> {
-    let bad = |detail: String| PluginError::Manifest {
-        path: path.to_owned(),
-        detail,
-    };
-    let name = ffi.name.as_str();
-    if !is_valid_plain_name(name) {
-        return Err(bad(format!(
-            "plugin name `{name}` must be 1 to 64 characters from [A-Za-z0-9_-]"
-        )));
-    }
-    let mut seen = HashSet::new();
-    let mut tools = Vec::with_capacity(ffi.tools.len());
-    for tool in ffi.tools.iter() {
-        let tool_name = tool.name.as_str();
-        if !is_valid_plain_name(tool_name) {
-            return Err(bad(format!(
-                "tool name `{tool_name}` must be 1 to 64 characters from [A-Za-z0-9_-]"
-            )));
-        }
-        if is_bridge_name(tool_name) {
-            return Err(bad(format!(
-                "tool `{tool_name}`: the name is reserved for the tool-search bridge"
-            )));
-        }
-        if !seen.insert(tool_name) {
-            return Err(bad(format!("tool `{tool_name}` is listed twice")));
-        }
-        let schema: Value = serde_json::from_str(tool.input_schema_json.as_str())
-            .map_err(|e| bad(format!("tool `{tool_name}`: input schema is not JSON: {e}")))?;
-        if !schema.is_object() {
-            return Err(bad(format!(
-                "tool `{tool_name}`: input schema must be a JSON object"
-            )));
-        }
-        tools.push(ToolSpec::new(tool_name, tool.description.as_str(), schema));
-    }
-    Ok(Manifest {
-        name: name.to_owned(),
-        version: ffi.version.to_string(),
-        tools,
-    })
-}
-
-fn library_error(path: &Path, error: LibraryError) -> PluginError {
+/// The host's error for what the loader refused in the file at `path`.
+pub fn plugin_error(path: &Path, error: LoadError) -> PluginError {
     let path = path.to_owned();
     match error {
-        LibraryError::OpenError { .. } | LibraryError::GetSymbolError { .. } => PluginError::Open {
+        LoadError::Open(detail) => PluginError::Open { path, detail },
+        LoadError::AbiVersion { found, found_api } => PluginError::AbiVersion {
             path,
-            detail: error.to_string(),
+            found,
+            found_api,
         },
-        LibraryError::RootModule { .. } => PluginError::Open {
+        LoadError::AbiMismatch(detail) => PluginError::AbiMismatch { path, detail },
+        LoadError::Manifest(detail) => PluginError::Manifest { path, detail },
+        LoadError::Config(detail) => PluginError::Config { path, detail },
+        LoadError::Init(error) => PluginError::Init {
             path,
-            detail: error.to_string(),
-        },
-        other => PluginError::AbiMismatch {
-            detail: summarise_layout_error(&path, &other.to_string()),
-            path,
+            code: error.code().to_owned(),
+            message: error.message().to_owned(),
         },
     }
 }
 
-/// abi_stable prints both layouts in full; keep its verdict (the text from
-/// its last `Error:` on) and log the layouts at debug level.
-fn summarise_layout_error(path: &Path, text: &str) -> String {
-    tracing::debug!(file = %path.display(), layouts = text, "plugin layout check failed");
-    match text.rfind("Error:") {
-        Some(start) => {
-            let verdict = text[start + "Error:".len()..]
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .replace(" Expected: ", ": expected ")
-                .replace(" Found: ", ", found ");
-            format!(
-                "the root module's layout differs from this host's: {verdict} (QUIVER_LOG=debug prints both layouts)"
-            )
-        }
-        None => text.split_whitespace().collect::<Vec<_>>().join(" "),
-    }
-}
-
-/// Opens the file at `path` (a private copy), checks its layout and ABI
-/// version, and reads and checks its manifest.
-pub fn open(path: &Path) -> Result<(PluginModuleRef, Manifest), PluginError> {
-    let header = lib_header_from_path(path).map_err(|e| library_error(path, e))?;
-    let module = header
-        .init_root_module::<PluginModuleRef>()
-        .map_err(|e| library_error(path, e))?;
-    check_abi_version(path, module.abi_version())?;
-    let ffi = match (module.manifest())() {
-        abi_stable::std_types::RResult::ROk(ffi) => ffi,
-        abi_stable::std_types::RResult::RErr(error) => {
-            return Err(PluginError::Manifest {
-                path: path.to_owned(),
-                detail: error.message.to_string(),
-            });
-        }
-    };
-    let manifest = check_manifest(path, &ffi)?;
-    Ok((module, manifest))
+/// Opens the file at `path` (a private copy), checks it and its manifest,
+/// then runs its `init` with `config` (the plugin's `plugins.config.NAME`,
+/// looked up by the name the manifest gives).
+pub fn open(
+    path: &Path,
+    config_for: impl FnOnce(&str) -> Option<Value>,
+) -> Result<(PluginModuleRef, Manifest), PluginError> {
+    let (module, checked) = loader::open(path).map_err(|e| plugin_error(path, e))?;
+    let config = config_for(&checked.name);
+    loader::init(&module, &checked, config.as_ref()).map_err(|e| plugin_error(path, e))?;
+    Ok((module, manifest(checked)))
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use quiver_plugin_api::FfiTool;
+    use quiver_plugin_api::ToolHints;
+    use quiver_tool::naming::is_bridge_name;
+    use serde_json::json;
 
-    fn ffi(tools: &[(&str, &str)]) -> FfiManifest {
-        FfiManifest {
-            name: "p".into(),
-            version: "1".into(),
-            tools: tools
-                .iter()
-                .map(|(name, schema)| FfiTool {
-                    name: (*name).into(),
-                    description: "d".into(),
-                    input_schema_json: (*schema).into(),
-                })
-                .collect(),
+    #[test]
+    fn the_loaders_reserved_names_are_the_bridges() {
+        for name in loader::BRIDGE_TOOL_NAMES {
+            assert!(is_bridge_name(name), "{name}");
         }
     }
 
-    fn detail(result: Result<Manifest, PluginError>) -> String {
-        result.unwrap_err().to_string()
-    }
-
     #[test]
-    fn good_manifest_is_read() {
-        let m = check_manifest(Path::new("p.so"), &ffi(&[("a", "{\"type\":\"object\"}")])).unwrap();
-        assert_eq!(m.tools[0].name, "a");
-    }
-
-    #[test]
-    fn bad_manifests_say_why_and_name_the_file() {
-        let p = Path::new("/d/p.so");
-        let e = detail(check_manifest(p, &ffi(&[("a", "{}"), ("a", "{}")])));
-        assert!(e.contains("/d/p.so") && e.contains("listed twice"), "{e}");
-        let e = detail(check_manifest(p, &ffi(&[("tool_search", "{}")])));
-        assert!(e.contains("reserved"), "{e}");
-        let e = detail(check_manifest(p, &ffi(&[("a b", "{}")])));
-        assert!(e.contains("[A-Za-z0-9_-]"), "{e}");
-        let e = detail(check_manifest(p, &ffi(&[("a", "{")])));
-        assert!(e.contains("not JSON"), "{e}");
-        let e = detail(check_manifest(p, &ffi(&[("a", "[]")])));
-        assert!(e.contains("JSON object"), "{e}");
-    }
-
-    #[test]
-    fn abi_versions_outside_the_range_are_refused() {
-        assert!(check_abi_version(Path::new("p.so"), PLUGIN_ABI_VERSION).is_ok());
-        let e = check_abi_version(Path::new("p.so"), PLUGIN_ABI_VERSION + 1).unwrap_err();
-        assert!(e.to_string().contains("not supported"), "{e}");
-        assert!(check_abi_version(Path::new("p.so"), 0).is_err());
+    fn metadata_reaches_the_spec() {
+        let tool = ToolManifest::new("t", "d", json!({"type": "object"}))
+            .title("T")
+            .hints(ToolHints {
+                read_only: Some(true),
+                open_world: Some(false),
+                ..ToolHints::default()
+            })
+            .output_schema(json!({"type": "object"}));
+        let spec = tool_spec(&tool);
+        let metadata = spec
+            .metadata
+            .as_deref()
+            .unwrap_or_else(|| panic!("no metadata"));
+        assert_eq!(metadata.title.as_deref(), Some("T"));
+        assert_eq!(metadata.annotations.read_only_hint, Some(true));
+        assert_eq!(metadata.annotations.open_world_hint, Some(false));
+        assert_eq!(metadata.annotations.idempotent_hint, None);
+        assert_eq!(metadata.output_schema, Some(json!({"type": "object"})));
+        let plain = tool_spec(&ToolManifest::new("t", "d", json!({"type": "object"})));
+        assert!(plain.metadata.is_none());
     }
 }

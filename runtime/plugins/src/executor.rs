@@ -41,6 +41,21 @@ impl From<PluginCallError> for ToolError {
     /// A code per kind of failure; a plugin's own error keeps the code the
     /// plugin gave it.
     fn from(error: PluginCallError) -> ToolError {
+        if let PluginCallError::Failed { code, data, .. } = &error {
+            // The plugin's structured error reaches the model as it was
+            // given: its code, its message (prefixed with plugin and tool)
+            // and its data.
+            let code = if code.is_empty() {
+                ToolErrorKind::Failed.default_code().to_owned()
+            } else {
+                code.clone()
+            };
+            let mut out = ToolError::new(ToolErrorKind::Failed, code, error.to_string());
+            if let Some(data) = data {
+                out = out.with_data((**data).clone());
+            }
+            return out;
+        }
         let (kind, code) = match &error {
             PluginCallError::Timeout { .. } => (ToolErrorKind::TimedOut, "timed_out"),
             PluginCallError::UnknownTool { .. } => (ToolErrorKind::Unavailable, "tool_unavailable"),

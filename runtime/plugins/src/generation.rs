@@ -1,11 +1,14 @@
 //! One loaded copy of a plugin: its manifest, its hash and its root module.
 //! A generation is never unloaded; calls in flight keep it alive through an
-//! `Arc` and finish on it after a newer generation took over.
+//! `Arc` and finish on it after a newer generation took over. When the last
+//! `Arc` goes (the generation was replaced or removed and its last call
+//! returned) the plugin's shutdown hook runs; its code stays mapped.
 
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::RResult;
-use quiver_plugin_api::PluginModuleRef;
+use quiver_plugin_api::{PluginModuleRef, ToolError as PluginToolError};
+use serde_json::Value;
 
 use super::files::{Candidate, private_copy};
 use super::{PluginError, abi};
@@ -20,7 +23,18 @@ pub struct Generation {
     source: PathBuf,
     copy: PathBuf,
     tools: Vec<ToolSpec>,
+    /// The `plugins.config.NAME` section its `init` was given: a reload
+    /// that changes it loads a new generation of an unchanged file.
+    config: Option<Value>,
     module: PluginModuleRef,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        tracing::debug!(plugin = %self.name, generation = self.number, "plugin generation retired: running its shutdown hook");
+        // The plugin catches its own panics (`__shutdown`).
+        (self.module.shutdown())();
+    }
 }
 
 impl std::fmt::Debug for Generation {
@@ -36,25 +50,37 @@ impl std::fmt::Debug for Generation {
 }
 
 /// A failed call as the plugin reported it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallFailure {
     /// Whether the plugin panicked (and caught it).
     pub panicked: bool,
+    /// The plugin's error code (`invalid_argument`, `not_found`, ...).
+    pub code: String,
     /// The plugin's message.
     pub message: String,
+    /// The plugin's data, if any.
+    pub data: Option<Value>,
 }
 
 impl Generation {
     /// Copies `candidate` to a private path in `state_dir` and loads it as
-    /// generation `number`; `sequence` makes the private path unique.
+    /// generation `number`; `sequence` makes the private path unique;
+    /// `config_for` gives the `plugins.config.NAME` section of the plugin
+    /// the manifest names, handed to its `init`.
     pub fn load(
         candidate: &Candidate,
         state_dir: &Path,
         number: u64,
         sequence: u64,
+        config_for: impl FnOnce(&str) -> Option<Value>,
     ) -> Result<Generation, PluginError> {
         let copy = private_copy(candidate, state_dir, sequence)?;
-        match abi::open(&copy) {
+        let mut given = None;
+        let opened = abi::open(&copy, |name| {
+            given = config_for(name);
+            given.clone()
+        });
+        match opened {
             Ok((module, manifest)) => Ok(Generation {
                 number,
                 name: manifest.name,
@@ -63,6 +89,7 @@ impl Generation {
                 source: candidate.path.clone(),
                 copy,
                 tools: manifest.tools,
+                config: given,
                 module,
             }),
             Err(error) => {
@@ -71,6 +98,11 @@ impl Generation {
                 Err(rename_path(error, &candidate.path))
             }
         }
+    }
+
+    /// The `plugins.config.NAME` section its `init` was given.
+    pub fn config(&self) -> Option<&Value> {
+        self.config.as_ref()
     }
 
     /// The generation number (1 for the first load of a file).
@@ -112,10 +144,15 @@ impl Generation {
     pub fn call(&self, tool: &str, arguments_json: &str) -> Result<String, CallFailure> {
         match (self.module.call())(tool.into(), arguments_json.into()) {
             RResult::ROk(json) => Ok(json.into_string()),
-            RResult::RErr(error) => Err(CallFailure {
-                panicked: error.panicked,
-                message: error.message.into_string(),
-            }),
+            RResult::RErr(error) => {
+                let structured = PluginToolError::from_ffi(&error);
+                Err(CallFailure {
+                    panicked: error.panicked,
+                    code: structured.code().to_owned(),
+                    message: structured.message().to_owned(),
+                    data: structured.data().cloned(),
+                })
+            }
         }
     }
 }
@@ -128,14 +165,19 @@ fn rename_path(error: PluginError, source: &Path) -> PluginError {
         PluginError::Open { detail, .. } => PluginError::Open { path, detail },
         PluginError::AbiMismatch { detail, .. } => PluginError::AbiMismatch { path, detail },
         PluginError::AbiVersion {
-            found, min, max, ..
+            found, found_api, ..
         } => PluginError::AbiVersion {
             path,
             found,
-            min,
-            max,
+            found_api,
         },
         PluginError::Manifest { detail, .. } => PluginError::Manifest { path, detail },
+        PluginError::Config { detail, .. } => PluginError::Config { path, detail },
+        PluginError::Init { code, message, .. } => PluginError::Init {
+            path,
+            code,
+            message,
+        },
         other => other,
     }
 }

@@ -45,6 +45,9 @@ pub struct PluginHostOptions {
     pub include: Option<globset::GlobSet>,
     /// Larger plugin files are refused before any of them is read.
     pub max_file_bytes: u64,
+    /// Plugin name to its `plugins.config.NAME` section, handed to its
+    /// `init` after it is checked against the plugin's config schema.
+    pub config: BTreeMap<String, Value>,
 }
 
 impl PluginHostOptions {
@@ -61,6 +64,7 @@ impl PluginHostOptions {
             unhealthy_after: UNHEALTHY_AFTER_TIMEOUTS,
             include: None,
             max_file_bytes: defaults.max_file_bytes,
+            config: BTreeMap::new(),
         }
     }
 
@@ -74,6 +78,7 @@ impl PluginHostOptions {
             dev,
             include: config.include_set(),
             max_file_bytes: config.max_file_bytes,
+            config: config.config.clone(),
             ..PluginHostOptions::new(state_dir)
         }
     }
@@ -175,8 +180,13 @@ pub enum PluginCallError {
         plugin: String,
         /// The tool.
         tool: String,
+        /// The plugin's error code (`invalid_argument`, `not_found`, ...).
+        code: String,
         /// The plugin's message.
         message: String,
+        /// The plugin's data (`{"field": ...}` for a bad argument), boxed
+        /// to keep the error small.
+        data: Option<Box<Value>>,
     },
     /// The tool panicked; the panic was caught inside the plugin.
     #[error("plugin `{plugin}` tool `{tool}` panicked: {message}")]
@@ -302,7 +312,7 @@ impl PluginHost {
     /// outside `dirs`, or no longer accepted (`plugins.include`), is
     /// removed, its tools leaving the registry; then every file of `dirs`
     /// is loaded (a file whose content did not change keeps its
-    /// generation). The copies' directory (`state_dir`) is the one the host
+    /// generation unless its `plugins.config.NAME` changed). The copies' directory (`state_dir`) is the one the host
     /// was made with. Returns the files removed and the load outcomes.
     pub fn reconfigure(
         &self,
@@ -313,7 +323,33 @@ impl PluginHost {
             state_dir: self.options().state_dir.clone(),
             ..options
         };
+        let config_changed = self.options().config != options.config;
         *self.options.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(options);
+        let options = self.options();
+        // A plugin whose `plugins.config.NAME` changed is read again (its
+        // file did not change) and so loads a new generation with it; bytes
+        // refused (their `init` may have refused the old section) are tried
+        // again with the new sections.
+        for entry in self.write_state().files.values_mut() {
+            let stale = entry
+                .current
+                .as_ref()
+                .is_some_and(|g| g.config() != options.config.get(g.name()));
+            let retry = config_changed
+                && matches!(
+                    entry.refused,
+                    Some(Refused {
+                        why: RefusedWhy::Bytes(_),
+                        ..
+                    })
+                );
+            if stale || retry {
+                entry.seen = None;
+            }
+            if retry {
+                entry.refused = None;
+            }
+        }
         let known: Vec<PathBuf> = self.read_state().files.keys().cloned().collect();
         let mut removed = Vec::new();
         for file in known {
@@ -392,6 +428,8 @@ impl PluginHost {
             Err(error) => {
                 let message = error.to_string();
                 tracing::warn!(file = %path.display(), error = %message, "plugin not loaded; the previous generation, if any, keeps serving");
+                metrics::counter!("quiver_plugin_load_failures_total", "file" => file_label(path))
+                    .increment(1);
                 self.write_state()
                     .files
                     .entry(path.to_owned())
@@ -435,10 +473,10 @@ impl PluginHost {
             let state = self.read_state();
             let entry = state.files.get(path);
             let previous = entry.and_then(|e| e.current.clone());
-            if previous
-                .as_ref()
-                .is_some_and(|g| g.sha256() == candidate.sha256)
-            {
+            let options = self.options();
+            if previous.as_ref().is_some_and(|g| {
+                g.sha256() == candidate.sha256 && g.config() == options.config.get(g.name())
+            }) {
                 return Ok(ReloadOutcome::Unchanged);
             }
             (previous, entry.map_or(0, |e| e.generations) + 1)
@@ -462,8 +500,11 @@ impl PluginHost {
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
+        let options = self.options();
         let generation =
-            match Generation::load(&candidate, &self.options().state_dir, number, sequence) {
+            match Generation::load(&candidate, &options.state_dir, number, sequence, |name| {
+                options.config.get(name).cloned()
+            }) {
                 Ok(generation) => Arc::new(generation),
                 Err(error) => {
                     self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
@@ -519,6 +560,8 @@ impl PluginHost {
             tracing::warn!(plugin = %name, tool = %refused.name, reason = %refused.reason, "plugin tool refused");
         }
         tracing::info!(plugin = %name, version = generation.version(), generation = number, file = %path.display(), "plugin loaded");
+        metrics::gauge!("quiver_plugin_generation", "plugin" => name.clone()).set(number as f64);
+        metrics::gauge!("quiver_plugin_generations_loaded").set(self.loaded_generations() as f64);
         Ok(ReloadOutcome::Loaded {
             name,
             generation: number,
@@ -583,6 +626,7 @@ impl PluginHost {
                 self.registry
                     .remove_source(&ToolSource::Plugin(generation.name().to_owned()));
                 tracing::info!(plugin = generation.name(), file = %path.display(), "plugin removed");
+                metrics::gauge!("quiver_plugin_generation", "plugin" => generation.name().to_owned()).set(0.0);
                 true
             }
             None => false,
@@ -752,15 +796,31 @@ fn finish(
         Err(CallFailure {
             panicked: true,
             message,
+            ..
         }) => Err(PluginCallError::Panicked {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
             message,
         }),
-        Err(CallFailure { message, .. }) => Err(PluginCallError::Failed {
+        Err(CallFailure {
+            code,
+            message,
+            data,
+            ..
+        }) => Err(PluginCallError::Failed {
             plugin: generation.name().to_owned(),
             tool: tool.to_owned(),
+            code,
             message,
+            data: data.map(Box::new),
         }),
     }
+}
+
+/// A plugin file as a metric label: its file name (the directory is the
+/// operator's, and a path would make a series per checkout).
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }

@@ -126,19 +126,15 @@ pub enum PluginError {
         /// What differs.
         detail: String,
     },
-    /// The plugin ABI version is outside the supported range.
-    #[error(
-        "{path}: plugin ABI version {found} is not supported (this host supports {min} to {max}); rebuild the plugin against a matching quiver-plugin-api"
-    )]
+    /// The plugin was built for an ABI version outside the supported range.
+    #[error("{path}: {}", abi_version_message(*.found, .found_api))]
     AbiVersion {
         /// The file.
         path: PathBuf,
         /// The plugin's ABI version.
         found: u32,
-        /// Oldest supported.
-        min: u32,
-        /// Newest supported.
-        max: u32,
+        /// The `quiver-plugin-api` version it was built against.
+        found_api: String,
     },
     /// The manifest is malformed.
     #[error("{path}: bad manifest: {detail}")]
@@ -148,8 +144,29 @@ pub enum PluginError {
         /// What is wrong.
         detail: String,
     },
+    /// The plugin's `plugins.config.NAME` section does not fit its config
+    /// schema, or the plugin takes no configuration.
+    #[error("{path}: bad configuration: {detail}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the key.
+        detail: String,
+    },
+    /// The plugin's `init` refused to start.
+    #[error("{path}: init failed ({code}): {message}")]
+    Init {
+        /// The file.
+        path: PathBuf,
+        /// The plugin's error code.
+        code: String,
+        /// The plugin's message.
+        message: String,
+    },
     /// A tool of the plugin is already offered by another source.
-    #[error("{path}: tool `{tool}` is already registered by {owner}")]
+    #[error(
+        "{path}: tool `{tool}` is already offered by {owner}; rename the plugin's tool (plugin tools keep their own name, so pick a distinctive one such as `PLUGIN_*`)"
+    )]
     ToolTaken {
         /// The file.
         path: PathBuf,
@@ -176,6 +193,14 @@ pub enum PluginError {
         /// notify's message.
         detail: String,
     },
+}
+
+fn abi_version_message(found: u32, found_api: &str) -> String {
+    quiver_plugin_api::loader::LoadError::AbiVersion {
+        found,
+        found_api: found_api.to_owned(),
+    }
+    .to_string()
 }
 
 impl PluginError {

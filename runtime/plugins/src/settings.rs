@@ -10,7 +10,7 @@ use quiver_config::{ConfigError, ConfigWarning, Spanned, int_setting};
 use serde::Deserialize;
 
 /// The validated `plugins` settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PluginsConfig {
     /// Directories whose `*.so` files are plugins (relative paths are
     /// resolved against the config file's directory).
@@ -30,6 +30,10 @@ pub struct PluginsConfig {
     pub include: Vec<String>,
     /// Plugin files larger than this are refused before they are read.
     pub max_file_bytes: u64,
+    /// Plugin name to its own settings (`plugins.config.NAME`), checked
+    /// against the schema the plugin declares when it loads and handed to
+    /// its `init`.
+    pub config: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for PluginsConfig {
@@ -42,6 +46,7 @@ impl Default for PluginsConfig {
             pin: BTreeMap::new(),
             include: Vec::new(),
             max_file_bytes: crate::files::DEFAULT_MAX_FILE_BYTES,
+            config: BTreeMap::new(),
         }
     }
 }
@@ -114,6 +119,12 @@ pub const SETTINGS: &[Setting] = &[
         "largest plugin file considered: a larger one is refused before any of it is read (a file is also refused unless it is a regular file that starts with the ELF magic)",
     ),
     Setting {
+        key: "plugins.config",
+        kind: Kind::Map("a map of plugin name (from its manifest) to that plugin's own settings"),
+        default: DefaultValue::EmptyMap,
+        doc: "each plugin's own settings, checked at load against the config schema the plugin declares (a plugin that declares none refuses a section) and handed to its `init`",
+    },
+    Setting {
         key: "plugins.pin",
         kind: Kind::Map("a map of plugin file name (without .so) to its sha256 as 64 hex digits"),
         default: DefaultValue::EmptyMap,
@@ -149,6 +160,7 @@ pub struct RawPlugins {
     max_file_bytes: Option<Spanned<i64>>,
     pin: Option<BTreeMap<String, Spanned<String>>>,
     include: Option<Vec<Spanned<String>>>,
+    config: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// Validates the `plugins` section.
@@ -221,7 +233,22 @@ pub fn validate_plugins(
         }
         include.push(glob.value);
     }
+    let mut config = BTreeMap::new();
+    for (name, section) in raw.config.unwrap_or_default() {
+        if !quiver_tool::naming::is_valid_plain_name(&name) {
+            return Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                line: 0,
+                column: 0,
+                key: format!("plugins.config.{name}"),
+                message: format!("`{name}` is not a plugin name"),
+                allowed: allowed("plugins.config"),
+            });
+        }
+        config.insert(name, section);
+    }
     Ok(PluginsConfig {
+        config,
         dirs,
         state_dir: raw.state_dir.map(|s| PathBuf::from(s.value)),
         call_timeout_ms: call_timeout_ms as u64,

@@ -94,6 +94,33 @@ impl CommandEnvironment {
     }
 }
 
+/// Why `pattern` cannot be an allow-list entry (`env_inherit`), if it
+/// cannot: it is empty or not a glob. One check for every config that
+/// takes such a list (`run_command`, each stdio MCP server).
+pub fn inherit_pattern_problem(pattern: &str) -> Option<String> {
+    if pattern.trim().is_empty() {
+        return Some("empty glob".to_owned());
+    }
+    Glob::new(pattern)
+        .err()
+        .map(|error| format!("`{pattern}` is not a valid glob: {}", error.kind()))
+}
+
+/// Why `name=value` cannot be set in a child's environment, if it cannot:
+/// an empty name, `=` or NUL in the name, or NUL in the value (the
+/// operating system could not pass it on, and the spawn would fail later).
+pub fn variable_problem(name: &str, value: &str) -> Option<String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        Some(format!(
+            "variable name {name:?} is empty or holds `=` or NUL"
+        ))
+    } else if value.contains('\0') {
+        Some(format!("the value of {name} holds a NUL byte"))
+    } else {
+        None
+    }
+}
+
 impl Default for CommandEnvironment {
     fn default() -> Self {
         let inherit: Vec<String> = DEFAULT_ENV_INHERIT.iter().map(|&p| p.to_owned()).collect();
@@ -112,3 +139,25 @@ impl PartialEq for CommandEnvironment {
 }
 
 impl Eq for CommandEnvironment {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inherit_patterns_must_be_globs() {
+        assert_eq!(inherit_pattern_problem("LC_*"), None);
+        assert_eq!(inherit_pattern_problem(" ").as_deref(), Some("empty glob"));
+        let problem = inherit_pattern_problem("LC_[").expect("refused");
+        assert!(problem.contains("`LC_[` is not a valid glob"), "{problem}");
+    }
+
+    #[test]
+    fn variables_the_os_cannot_pass_are_refused() {
+        assert_eq!(variable_problem("TZ", "UTC"), None);
+        assert!(variable_problem("", "x").is_some());
+        assert!(variable_problem("A=B", "x").is_some());
+        let problem = variable_problem("TZ", "U\0TC").expect("refused");
+        assert!(problem.contains("TZ holds a NUL"), "{problem}");
+    }
+}

@@ -48,42 +48,48 @@ struct Posting {
     tf: u32,
 }
 
-/// An inverted index over a catalog's deferred tools.
+/// One source's tools, tokenized and indexed on their own: postings with
+/// segment-local term and document ids, and the raw document lengths. The
+/// corpus statistics (tool count, document frequencies, average length) are
+/// combined across segments at query time by [`SearchIndex`], so a change
+/// to one source rebuilds its segment only.
 #[derive(Debug, Default)]
-pub struct SearchIndex {
+pub struct ClassicSegment {
     docs: Vec<Arc<Tool>>,
     terms: HashMap<Box<str>, u32>,
     postings: Vec<Vec<Posting>>,
-    idf: Vec<f64>,
     doc_len: Vec<u32>,
-    avgdl: f64,
+    total_len: u64,
 }
 
-impl SearchIndex {
+impl ClassicSegment {
     /// Indexes `tools`; their order is the tie-break order.
-    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> SearchIndex {
-        let mut index = SearchIndex::default();
+    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> ClassicSegment {
+        let mut segment = ClassicSegment::default();
         // The document's term ids, sorted afterwards so that equal ids form
         // runs: cheaper than a map per document.
         let mut doc_terms: Vec<u32> = Vec::new();
         for tool in tools {
-            let doc = index.docs.len() as u32;
+            let doc = segment.docs.len() as u32;
             doc_terms.clear();
             let mut add = |token: &str| {
                 // Look up first: most tokens are known terms, and building
                 // the owned key only for new ones saves an allocation each.
-                let term = match index.terms.get(token) {
+                let term = match segment.terms.get(token) {
                     Some(&term) => term,
                     None => {
-                        let term = index.terms.len() as u32;
-                        index.terms.insert(token.into(), term);
-                        index.postings.push(Vec::new());
+                        let term = segment.terms.len() as u32;
+                        segment.terms.insert(token.into(), term);
+                        segment.postings.push(Vec::new());
                         term
                     }
                 };
                 doc_terms.push(term);
             };
             tokenize(tool.name(), &mut add);
+            if let Some(title) = tool.title() {
+                tokenize(title, &mut add);
+            }
             tokenize(tool.description(), &mut add);
             for parameter in tool.parameter_names() {
                 tokenize(parameter, &mut add);
@@ -92,7 +98,7 @@ impl SearchIndex {
             for run in doc_terms.chunk_by(|a, b| a == b) {
                 if let Some(list) = run
                     .first()
-                    .and_then(|&t| index.postings.get_mut(t as usize))
+                    .and_then(|&t| segment.postings.get_mut(t as usize))
                 {
                     list.push(Posting {
                         doc,
@@ -100,21 +106,12 @@ impl SearchIndex {
                     });
                 }
             }
-            index.doc_len.push(doc_terms.len() as u32);
-            index.docs.push(tool.clone());
+            segment.doc_len.push(doc_terms.len() as u32);
+            segment.total_len += doc_terms.len() as u64;
+            segment.docs.push(tool.clone());
         }
-        let n = index.docs.len() as f64;
-        index.avgdl = if index.docs.is_empty() {
-            0.0
-        } else {
-            index.doc_len.iter().map(|&l| l as f64).sum::<f64>() / n
-        };
-        index.idf = index
-            .postings
-            .iter()
-            .map(|list| idf(index.docs.len(), list.len()))
-            .collect();
-        index
+        segment.postings.iter_mut().for_each(Vec::shrink_to_fit);
+        segment
     }
 
     /// Number of indexed tools.
@@ -122,38 +119,125 @@ impl SearchIndex {
         self.docs.len()
     }
 
-    /// Whether the index holds no tool.
+    /// Whether the segment holds no tool.
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }
 
+    /// The indexed tools, in tie-break order.
+    pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.docs
+    }
+}
+
+/// BM25 over a catalog's deferred tools: segments (one per source, see
+/// [`ClassicSegment`]) in catalog order, scored with statistics combined
+/// across them, so the scores are those of one index over every tool.
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    segments: Vec<Arc<ClassicSegment>>,
+    /// Where each segment's documents start; one more entry than segments.
+    offsets: Vec<u32>,
+    avgdl: f64,
+}
+
+impl SearchIndex {
+    /// Indexes `tools` as one segment; their order is the tie-break order.
+    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> SearchIndex {
+        SearchIndex::from_segments(vec![Arc::new(ClassicSegment::build(tools))])
+    }
+
+    /// Combines segments, in tie-break order; costs one step per segment.
+    pub fn from_segments(segments: Vec<Arc<ClassicSegment>>) -> SearchIndex {
+        let mut offsets = Vec::with_capacity(segments.len() + 1);
+        let mut total = 0u32;
+        let mut total_len = 0u64;
+        for segment in &segments {
+            offsets.push(total);
+            total += segment.docs.len() as u32;
+            total_len += segment.total_len;
+        }
+        offsets.push(total);
+        // Lengths are whole numbers far below 2^53: this sum is exactly the
+        // one a single index would make.
+        let avgdl = if total == 0 {
+            0.0
+        } else {
+            total_len as f64 / f64::from(total)
+        };
+        SearchIndex {
+            segments,
+            offsets,
+            avgdl,
+        }
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        self.offsets.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Whether the index holds no tool.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The tool with catalog-wide document number `doc`.
+    fn tool(&self, doc: u32) -> Option<&Arc<Tool>> {
+        let segment = self.offsets.partition_point(|&start| start <= doc);
+        let index = segment.checked_sub(1)?;
+        let start = *self.offsets.get(index)?;
+        self.segments.get(index)?.docs.get((doc - start) as usize)
+    }
+
+    /// Every indexed tool, in catalog order.
+    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.segments.iter().flat_map(|s| s.docs.iter())
+    }
+
     /// BM25 scores of every tool for `query`, in catalog order.
     pub fn scores(&self, query: &str) -> Vec<f64> {
-        let mut scores = vec![0.0; self.docs.len()];
+        let mut scores = vec![0.0; self.len()];
         self.accumulate(query, &mut scores, &mut Vec::new());
         scores
     }
 
     fn accumulate(&self, query: &str, scores: &mut [f64], touched: &mut Vec<u32>) {
+        let n = self.len();
+        let mut found: Vec<(usize, u32)> = Vec::new();
         tokenize(query, |token| {
-            let Some(&term) = self.terms.get(token) else {
+            found.clear();
+            let mut df = 0;
+            for (at, segment) in self.segments.iter().enumerate() {
+                if let Some(&term) = segment.terms.get(token) {
+                    df += segment.postings.get(term as usize).map_or(0, Vec::len);
+                    found.push((at, term));
+                }
+            }
+            if found.is_empty() {
                 return;
-            };
-            let (Some(list), Some(&idf)) = (
-                self.postings.get(term as usize),
-                self.idf.get(term as usize),
-            ) else {
-                return;
-            };
-            for posting in list {
-                let tf = posting.tf as f64;
-                let dl = self.doc_len.get(posting.doc as usize).copied().unwrap_or(0) as f64;
-                let norm = K1 * (1.0 - B + B * dl / self.avgdl);
-                if let Some(score) = scores.get_mut(posting.doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(posting.doc);
+            }
+            let idf = idf(n, df);
+            for &(at, term) in &found {
+                let (Some(segment), Some(&start)) = (self.segments.get(at), self.offsets.get(at))
+                else {
+                    continue;
+                };
+                for posting in segment.postings.get(term as usize).into_iter().flatten() {
+                    let tf = posting.tf as f64;
+                    let dl = segment
+                        .doc_len
+                        .get(posting.doc as usize)
+                        .copied()
+                        .unwrap_or(0) as f64;
+                    let norm = K1 * (1.0 - B + B * dl / self.avgdl);
+                    let doc = start + posting.doc;
+                    if let Some(score) = scores.get_mut(doc as usize) {
+                        if *score == 0.0 {
+                            touched.push(doc);
+                        }
+                        *score += idf * tf * (K1 + 1.0) / (tf + norm);
                     }
-                    *score += idf * tf * (K1 + 1.0) / (tf + norm);
                 }
             }
         });
@@ -163,15 +247,23 @@ impl SearchIndex {
     /// order; when nothing scores above zero, tools whose name contains the
     /// query (case-insensitive), in catalog order, with score 0.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
-        if limit == 0 || self.docs.is_empty() {
+        if limit == 0 || self.is_empty() {
             return Vec::new();
         }
-        let mut scores = vec![0.0; self.docs.len()];
+        let mut scores = vec![0.0; self.len()];
         let mut touched = Vec::new();
         self.accumulate(query, &mut scores, &mut touched);
-        let ranked = rank(&self.docs, &scores, touched, limit, |_| true);
+        let ranked: Vec<Scored> = top(&scores, touched, limit, |_| true)
+            .into_iter()
+            .filter_map(|doc| {
+                self.tool(doc).map(|tool| Scored {
+                    tool: tool.clone(),
+                    score: scores.get(doc as usize).copied().unwrap_or(0.0),
+                })
+            })
+            .collect();
         if ranked.is_empty() {
-            return name_substring_matches(&self.docs, query, limit, |_| true);
+            return name_substring_matches(self.tools(), query, limit, |_| true);
         }
         ranked
     }
@@ -234,8 +326,8 @@ pub fn scored(docs: &[Arc<Tool>], scores: &[f64], doc: u32) -> Option<Scored> {
 /// the query (case-insensitive), in document order, score 0. The exposed
 /// name's prefix (`mcp_`, `mcp_<server>_`) is not searched: it is shared
 /// by every tool of a server, so `mcp` or `github_` would match them all.
-pub fn name_substring_matches(
-    docs: &[Arc<Tool>],
+pub fn name_substring_matches<'a>(
+    docs: impl IntoIterator<Item = &'a Arc<Tool>>,
     query: &str,
     limit: usize,
     allowed: impl Fn(u32) -> bool,
@@ -244,7 +336,7 @@ pub fn name_substring_matches(
     if needle.is_empty() {
         return Vec::new();
     }
-    docs.iter()
+    docs.into_iter()
         .enumerate()
         .filter(|(doc, tool)| allowed(*doc as u32) && unprefixed_name_contains(tool, &needle))
         .take(limit)

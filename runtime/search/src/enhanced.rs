@@ -38,13 +38,18 @@
 //!   `station_code`, `libraryId`) that another tool of its server looks up
 //!   by name (`GetUserToken`, `resolve-library-id`), that tool follows it.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
+//!
+//! The index is made of segments, one per source ([`EnhancedSegment`]),
+//! whose catalog-wide statistics are combined at query time, so a change
+//! to one source re-indexes that source only and scores stay those of one
+//! index over every tool (`reference`, kept for tests, is that index).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::classic::{Scored, idf, name_substring_matches, scored, top};
+use crate::classic::{Scored, idf, name_substring_matches, top};
 use quiver_tool::tool::Tool;
 
 /// BM25 saturation.
@@ -257,11 +262,11 @@ struct Posting {
     tf: [u8; FIELDS],
 }
 
-/// A query word: as written, as its term, and that term's id if indexed.
+/// A query word: as written, as its term, and where that term is indexed.
 struct QueryWord {
     word: String,
     term: String,
-    id: Option<u32>,
+    found: Option<Found>,
 }
 
 /// Known words and stems for typo tolerance, found through the hashes of
@@ -375,16 +380,20 @@ fn deletion_hashes(word: &[u8], deletions: usize, out: &mut Vec<u32>) {
     }
 }
 
-/// Per-server BM25 over what each server says it is for.
+/// Per-server BM25 over what each server says it is for: each server's
+/// term counts and length, with the corpus statistics (server count,
+/// document frequencies, average length) combined across segments by
+/// [`EnhancedIndex`].
 #[derive(Default)]
 struct ServerContext {
     terms: HashMap<Box<str>, Vec<(u32, u16)>>,
     lengths: Vec<u32>,
-    average_length: f64,
+    /// Each server's or plugin's name.
+    names: Vec<Box<str>>,
 }
 
 impl ServerContext {
-    fn add(&mut self, analyzer: &Analyzer, text: &str) -> u32 {
+    fn add(&mut self, analyzer: &Analyzer, name: &str, text: &str) -> u32 {
         let server = self.lengths.len() as u32;
         let mut counts: HashMap<String, u16> = HashMap::new();
         let mut length = 0u32;
@@ -400,75 +409,82 @@ impl ServerContext {
                 .push((server, tf));
         }
         self.lengths.push(length);
+        self.names.push(name.into());
         server
-    }
-
-    fn finish(&mut self) {
-        let total: f64 = self.lengths.iter().map(|&l| f64::from(l)).sum();
-        self.average_length = (total / self.lengths.len().max(1) as f64).max(1.0);
-        self.terms.shrink_to_fit();
-    }
-
-    /// Each server's score for the query `terms`.
-    fn scores(&self, terms: &[&str]) -> Vec<f64> {
-        let mut scores = vec![0.0; self.lengths.len()];
-        for term in terms {
-            let Some(list) = self.terms.get(*term) else {
-                continue;
-            };
-            let idf = idf(self.lengths.len(), list.len());
-            for &(server, tf) in list {
-                let tf = f64::from(tf);
-                let length = self.lengths.get(server as usize).copied().unwrap_or(0);
-                let norm = SERVER_K1
-                    * (1.0 - SERVER_B + SERVER_B * f64::from(length) / self.average_length);
-                if let Some(score) = scores.get_mut(server as usize) {
-                    *score += idf * tf * (SERVER_K1 + 1.0) / (tf + norm);
-                }
-            }
-        }
-        scores
     }
 }
 
-/// The enhanced index over a catalog's deferred tools.
-pub struct EnhancedIndex {
-    analyzer: Analyzer,
+/// A term found in the index: its id in each segment that holds it, and
+/// the number of tools it occurs in across all of them.
+#[derive(Debug, Clone)]
+struct Found {
+    term: String,
+    /// (segment, the term's id in that segment), in segment order.
+    hits: Vec<(u32, u32)>,
+    df: usize,
+}
+
+/// What one distinct query word matches beyond itself, worked out once per
+/// query for both scoring and the relevance floor.
+struct Expansion {
+    /// The two known terms an unknown word is read as (`websearch`).
+    parts: Vec<Found>,
+    /// Known terms within typo distance of an unknown word that is no
+    /// compound.
+    near: Vec<Found>,
+    /// The other indexed words of its synonym groups.
+    synonyms: Vec<Found>,
+    /// The indexed terms it begins or that begin it.
+    extensions: Vec<Found>,
+}
+
+/// One source's tools, analysed and indexed on their own: every per-tool
+/// and per-server structure of the enhanced index (postings with field
+/// counts, field lengths, name bigrams, exact names, typo lexicon, server
+/// context, prerequisites, same-operation folds), with segment-local term
+/// and tool ids. Statistics that depend on the whole catalog (tool count,
+/// document frequencies, average field lengths, the server count) are
+/// combined across segments by [`EnhancedIndex`] at query time, so
+/// replacing a source rebuilds its segment only, and the scores are those
+/// of one index built over every tool.
+///
+/// Built off the request path when a source publishes; this is also where
+/// any further per-source derived data (such as per-tool vectors) belongs.
+pub struct EnhancedSegment {
     docs: Vec<Arc<Tool>>,
-    /// Each tool's server, an index into the server context.
+    /// Each tool's server, an index into `servers`.
     doc_servers: Vec<u32>,
-    terms: HashMap<Box<str>, u32>,
+    terms: HashMap<Arc<str>, u32>,
+    /// Each term id's term: the ids count terms in order of first
+    /// appearance, which a catalog-wide id order is derived from.
+    term_names: Vec<Arc<str>>,
     postings: Vec<Vec<Posting>>,
-    idf: Vec<f64>,
-    /// Field lengths while building; emptied once `factors` are known.
+    /// Per tool, its field lengths in terms.
     lengths: Vec<[u16; FIELDS]>,
-    /// Per tool and field: the field weight over its BM25 length
-    /// normalisation, so scoring a posting needs no division.
-    factors: Vec<[f64; FIELDS]>,
+    /// Per field, the sum of the tools' lengths.
+    length_totals: [u64; FIELDS],
+    /// Per field, the longest tool's length.
+    max_lengths: [u16; FIELDS],
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
     servers: ServerContext,
-    /// A query term of a synonym group, to the indexed terms of the others.
-    synonyms: HashMap<Box<str>, Vec<u32>>,
     /// A tool, to the tools of its server that look up an identifier it
     /// requires.
     prerequisites: HashMap<u32, Vec<u32>>,
     /// A tool that makes the same call as a tool its server lists earlier
     /// (see [`Tool::operation`]), to the first tool making it.
     same_operation: HashMap<u32, u32>,
-    /// Per term, where its run of [`Self::extensions`] starts (one more
-    /// entry than terms).
-    extension_starts: Vec<u32>,
-    /// The indexed terms each term begins or is begun by, run after run.
-    extensions: Vec<u32>,
+    /// The ids of the ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or
+    /// more, sorted by term, for the terms a query term begins.
+    extension_terms: Vec<u32>,
 }
 
-impl std::fmt::Debug for EnhancedIndex {
+impl std::fmt::Debug for EnhancedSegment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EnhancedIndex")
+        f.debug_struct("EnhancedSegment")
             .field("docs", &self.docs.len())
-            .field("terms", &self.terms.len())
+            .field("terms", &self.term_names.len())
             .finish()
     }
 }
@@ -492,57 +508,54 @@ fn parameter_text(tool: &Tool) -> String {
     text
 }
 
-impl EnhancedIndex {
-    /// Indexes `tools` with no server descriptions; their order is the
-    /// tie-break order.
-    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> EnhancedIndex {
-        let tools: Vec<Arc<Tool>> = tools.into_iter().cloned().collect();
-        Self::build_described([(None, tools.as_slice())])
+/// Per-tool scratch space of a segment build.
+#[derive(Default)]
+struct BuildScratch {
+    server_ids: HashMap<String, u32>,
+    surfaces: HashSet<String>,
+    name_terms: Vec<Vec<u32>>,
+    doc_terms: Vec<(u32, usize)>,
+}
+
+impl EnhancedSegment {
+    /// Indexes one source's tools with the description of its server or
+    /// plugin; their order is the tie-break order.
+    pub fn build(description: Option<&str>, tools: &[Arc<Tool>]) -> EnhancedSegment {
+        Self::build_described([(description, tools)])
     }
 
     /// Indexes groups of tools, each with the description of its server or
-    /// plugin (if any); the order is the tie-break order.
+    /// plugin (if any), as one segment.
     pub fn build_described<'a>(
         groups: impl IntoIterator<Item = (Option<&'a str>, &'a [Arc<Tool>])>,
-    ) -> EnhancedIndex {
-        let mut index = EnhancedIndex {
-            analyzer: Analyzer::default(),
+    ) -> EnhancedSegment {
+        let analyzer = Analyzer::default();
+        let mut segment = EnhancedSegment {
             docs: Vec::new(),
             doc_servers: Vec::new(),
             terms: HashMap::new(),
+            term_names: Vec::new(),
             postings: Vec::new(),
-            idf: Vec::new(),
             lengths: Vec::new(),
-            factors: Vec::new(),
+            length_totals: [0; FIELDS],
+            max_lengths: [0; FIELDS],
             name_bigrams: HashMap::new(),
             lexicon: Lexicon::default(),
             exact_names: HashMap::new(),
             servers: ServerContext::default(),
-            synonyms: HashMap::new(),
             prerequisites: HashMap::new(),
             same_operation: HashMap::new(),
-            extension_starts: Vec::new(),
-            extensions: Vec::new(),
+            extension_terms: Vec::new(),
         };
         // (server, call) → (position in its server's list, tool).
         let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::new();
-        let mut surfaces: HashSet<String> = HashSet::new();
-        let mut server_ids: HashMap<String, u32> = HashMap::new();
-        let mut name_terms: Vec<Vec<u32>> = Vec::new();
-        let mut doc_terms: Vec<(u32, usize)> = Vec::new();
+        let mut scratch = BuildScratch::default();
         for (description, tools) in groups {
             for tool in tools {
-                let doc = index.docs.len() as u32;
-                index.add_tool(
-                    tool,
-                    description,
-                    &mut server_ids,
-                    &mut surfaces,
-                    &mut name_terms,
-                    &mut doc_terms,
-                );
+                let doc = segment.docs.len() as u32;
+                segment.add_tool(&analyzer, tool, description, &mut scratch);
                 if let (Some(operation), Some(&server)) =
-                    (tool.operation(), index.doc_servers.last())
+                    (tool.operation(), segment.doc_servers.last())
                 {
                     operations
                         .entry((server, operation))
@@ -555,92 +568,117 @@ impl EnhancedIndex {
             docs.sort_unstable();
             if let Some((&(_, first), rest)) = docs.split_first() {
                 for &(_, doc) in rest {
-                    index.same_operation.insert(doc, first);
+                    segment.same_operation.insert(doc, first);
                 }
             }
         }
         // Stems that are not words of their own join the lexicon, so a typo
         // of an inflected word (`historical`) still reaches its stem.
-        let mut stems: Vec<(&str, u32)> = index
-            .terms
-            .iter()
-            .filter(|(term, _)| !surfaces.contains(term.as_ref()))
-            .map(|(term, &id)| (term.as_ref(), id))
-            .collect();
-        stems.sort_unstable_by_key(|&(_, id)| id);
-        let mut lexicon = std::mem::take(&mut index.lexicon);
-        for (stem, id) in stems {
-            lexicon.push(stem, id);
+        let mut lexicon = std::mem::take(&mut segment.lexicon);
+        for (id, term) in segment.term_names.iter().enumerate() {
+            if !scratch.surfaces.contains(term.as_ref()) {
+                lexicon.push(term, id as u32);
+            }
         }
         lexicon.finish();
-        index.lexicon = lexicon;
-
-        let n = index.docs.len() as f64;
-        let mut average_lengths = [1.0; FIELDS];
-        for (field, average) in average_lengths.iter_mut().enumerate() {
-            let total: f64 = index.lengths.iter().map(|l| f64::from(l[field])).sum();
-            *average = (total / n.max(1.0)).max(1.0);
+        segment.lexicon = lexicon;
+        for lengths in &segment.lengths {
+            for field in 0..FIELDS {
+                let (Some(total), Some(max), Some(&length)) = (
+                    segment.length_totals.get_mut(field),
+                    segment.max_lengths.get_mut(field),
+                    lengths.get(field),
+                ) else {
+                    continue;
+                };
+                *total += u64::from(length);
+                *max = (*max).max(length);
+            }
         }
-        index.factors = std::mem::take(&mut index.lengths)
+        let mut extension_terms: Vec<u32> = segment
+            .term_names
             .iter()
-            .map(|lengths| {
-                let mut factors = [0.0; FIELDS];
-                for (field, factor) in factors.iter_mut().enumerate() {
-                    let b = LENGTH_NORMALISATION[field];
-                    let norm = 1.0 - b + b * f64::from(lengths[field]) / average_lengths[field];
-                    *factor = WEIGHTS[field] / norm;
-                }
-                factors
-            })
+            .enumerate()
+            .filter(|(_, term)| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
+            .map(|(id, _)| id as u32)
             .collect();
-        index.idf = index
-            .postings
-            .iter()
-            .map(|list| idf(index.docs.len(), list.len()))
-            .collect();
-        index.servers.finish();
-        index.build_synonyms();
-        index.build_extensions();
-        index.build_prerequisites(&name_terms);
-        index.postings.iter_mut().for_each(Vec::shrink_to_fit);
-        index
+        extension_terms.sort_unstable_by(|&a, &b| segment.term(a).cmp(segment.term(b)));
+        segment.extension_terms = extension_terms;
+        segment.build_prerequisites(&analyzer, &scratch.name_terms);
+        segment.postings.iter_mut().for_each(Vec::shrink_to_fit);
+        segment.lengths.shrink_to_fit();
+        segment
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether the segment holds no tool.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// The indexed tools, in tie-break order.
+    pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.docs
+    }
+
+    fn term(&self, id: u32) -> &str {
+        self.term_names.get(id as usize).map_or("", |t| t)
     }
 
     fn add_tool(
         &mut self,
+        analyzer: &Analyzer,
         tool: &Arc<Tool>,
         description: Option<&str>,
-        server_ids: &mut HashMap<String, u32>,
-        surfaces: &mut HashSet<String>,
-        name_terms: &mut Vec<Vec<u32>>,
-        doc_terms: &mut Vec<(u32, usize)>,
+        scratch: &mut BuildScratch,
     ) {
         let doc = self.docs.len() as u32;
         let group = tool.source().group().unwrap_or("");
-        let server = match server_ids.get(group) {
+        let server = match scratch.server_ids.get(group) {
             Some(&id) => id,
             None => {
                 let text = format!("{group} {}", description.unwrap_or(""));
-                let id = self.servers.add(&self.analyzer, &text);
-                server_ids.insert(group.to_owned(), id);
+                let id = self.servers.add(analyzer, group, &text);
+                scratch.server_ids.insert(group.to_owned(), id);
                 id
             }
         };
         self.doc_servers.push(server);
+        let doc_terms = &mut scratch.doc_terms;
         doc_terms.clear();
         let mut lengths = [0u16; FIELDS];
         let parameters = parameter_text(tool);
-        let fields: [&str; FIELDS] = [tool.original_name(), group, tool.description(), &parameters];
+        // A title is words about the tool, as its description is.
+        let described;
+        let description = match tool.title() {
+            Some(title) => {
+                described = format!("{title}\n{}", tool.description());
+                described.as_str()
+            }
+            None => tool.description(),
+        };
+        let fields: [&str; FIELDS] = [tool.original_name(), group, description, &parameters];
         let mut names: Vec<u32> = Vec::new();
         for (field, text) in fields.iter().enumerate() {
-            let (terms, postings, lexicon) =
-                (&mut self.terms, &mut self.postings, &mut self.lexicon);
-            self.analyzer.words(text, |word, term| {
+            let (terms, term_names, postings, lexicon, surfaces) = (
+                &mut self.terms,
+                &mut self.term_names,
+                &mut self.postings,
+                &mut self.lexicon,
+                &mut scratch.surfaces,
+            );
+            analyzer.words(text, |word, term| {
                 let id = match terms.get(term) {
                     Some(&id) => id,
                     None => {
                         let id = postings.len() as u32;
-                        terms.insert(term.into(), id);
+                        let name: Arc<str> = Arc::from(term);
+                        terms.insert(name.clone(), id);
+                        term_names.push(name);
                         postings.push(Vec::new());
                         id
                     }
@@ -687,94 +725,9 @@ impl EnhancedIndex {
                 }
             }
         }
-        name_terms.push(names);
+        scratch.name_terms.push(names);
         self.lengths.push(lengths);
         self.docs.push(tool.clone());
-    }
-
-    fn build_synonyms(&mut self) {
-        for group in SYNONYMS {
-            let stems: Vec<String> = group
-                .iter()
-                .map(|w| self.analyzer.stem(w).into_owned())
-                .collect();
-            for stem in &stems {
-                let others: Vec<u32> = stems
-                    .iter()
-                    .filter(|other| *other != stem)
-                    .filter_map(|other| self.terms.get(other.as_str()).copied())
-                    .collect();
-                if !others.is_empty() {
-                    self.synonyms
-                        .entry(stem.as_str().into())
-                        .or_default()
-                        .extend(others);
-                }
-            }
-        }
-    }
-
-    /// Links each term of [`MIN_EXTENSION_PREFIX`] letters or more to the
-    /// indexed terms it begins and that begin it.
-    fn build_extensions(&mut self) {
-        let mut sorted: Vec<(&str, u32)> = self
-            .terms
-            .iter()
-            .filter(|(term, _)| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
-            .map(|(term, &id)| (term.as_ref(), id))
-            .collect();
-        sorted.sort_unstable();
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for (at, &(term, id)) in sorted.iter().enumerate() {
-            // The terms that begin with `term` follow it in sorted order.
-            for &(longer, other) in sorted.get(at + 1..).unwrap_or(&[]) {
-                if !longer.starts_with(term) {
-                    break;
-                }
-                pairs.push((id, other));
-                pairs.push((other, id));
-            }
-        }
-        pairs.sort_unstable();
-        let mut starts = Vec::with_capacity(self.postings.len() + 1);
-        let mut next = 0;
-        for id in 0..self.postings.len() as u32 {
-            starts.push(next as u32);
-            next += pairs.get(next..).map_or(0, |rest| {
-                rest.iter().take_while(|&&(from, _)| from == id).count()
-            });
-        }
-        starts.push(next as u32);
-        self.extension_starts = starts;
-        self.extensions = pairs.into_iter().map(|(_, to)| to).collect();
-    }
-
-    /// The indexed terms that `word` begins or that begin it: through the
-    /// links of its term when indexed, else its own beginnings.
-    fn extensions_of(&self, word: &QueryWord, out: &mut Vec<u32>) {
-        match word.id {
-            Some(id) => {
-                let range = self
-                    .extension_starts
-                    .get(id as usize)
-                    .zip(self.extension_starts.get(id as usize + 1));
-                if let Some((&from, &to)) = range {
-                    out.extend_from_slice(
-                        self.extensions
-                            .get(from as usize..to as usize)
-                            .unwrap_or(&[]),
-                    );
-                }
-            }
-            None if word.term.is_ascii() => {
-                for end in (MIN_EXTENSION_PREFIX..word.term.len()).rev() {
-                    if let Some(&id) = word.term.get(..end).and_then(|p| self.terms.get(p)) {
-                        out.push(id);
-                    }
-                }
-            }
-            None => {}
-        }
     }
 
     /// For each tool that requires an identifier parameter (last word in
@@ -782,8 +735,9 @@ impl EnhancedIndex {
     /// lookup verb, at most [`MAX_EXTRA_WORDS`] other words, and that
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
-    /// that do not require it themselves.
-    fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
+    /// that do not require it themselves. A server's tools are all in its
+    /// source's segment, so this is decided per segment.
+    fn build_prerequisites(&mut self, analyzer: &Analyzer, name_terms: &[Vec<u32>]) {
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(*v).copied())
@@ -810,7 +764,7 @@ impl EnhancedIndex {
         let parse = |parameter: &str| {
             let mut parts: Vec<u32> = Vec::new();
             let mut identifier = false;
-            self.analyzer.terms(parameter, |term| {
+            analyzer.terms(parameter, |term| {
                 identifier = IDENTIFIER_WORDS.contains(&term);
                 parts.push(self.terms.get(term).copied().unwrap_or(u32::MAX));
             });
@@ -867,90 +821,401 @@ impl EnhancedIndex {
         }
         self.prerequisites = prerequisites;
     }
+}
+
+/// The stems of each synonym group word, to the stems of the other words
+/// of its groups.
+fn synonym_stems() -> &'static HashMap<String, Vec<String>> {
+    static TABLE: std::sync::OnceLock<HashMap<String, Vec<String>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let analyzer = Analyzer::default();
+        let mut table: HashMap<String, Vec<String>> = HashMap::new();
+        for group in SYNONYMS {
+            let stems: Vec<String> = group
+                .iter()
+                .map(|w| analyzer.stem(w).into_owned())
+                .collect();
+            for stem in &stems {
+                let others = stems.iter().filter(|other| *other != stem).cloned();
+                table.entry(stem.clone()).or_default().extend(others);
+            }
+        }
+        table
+    })
+}
+
+/// The enhanced index over a catalog's deferred tools: one
+/// [`EnhancedSegment`] per source, in catalog order, with the statistics
+/// that span them. Combining segments costs a few steps per segment and
+/// per distinct field length, so a catalog whose sources did not change
+/// reuses their segments as they are.
+pub struct EnhancedIndex {
+    analyzer: Analyzer,
+    segments: Vec<Arc<EnhancedSegment>>,
+    /// Where each segment's tools start in catalog order; one more entry
+    /// than segments.
+    offsets: Vec<u32>,
+    /// Per field and field length: the field weight over its BM25 length
+    /// normalisation under the catalog-wide average length, so scoring a
+    /// posting needs no division.
+    factors: [Vec<f64>; FIELDS],
+    /// Where each segment's servers start in `server_ids`.
+    server_starts: Vec<u32>,
+    /// Per segment server: its catalog-wide server id, and whether its text
+    /// is the one that counts (the first segment to name a server does).
+    server_ids: Vec<(u32, bool)>,
+    /// Per catalog-wide server, its context length.
+    server_lengths: Vec<u32>,
+    server_average_length: f64,
+}
+
+impl std::fmt::Debug for EnhancedIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnhancedIndex")
+            .field("docs", &self.len())
+            .field("segments", &self.segments.len())
+            .finish()
+    }
+}
+
+impl EnhancedIndex {
+    /// Indexes `tools` with no server descriptions; their order is the
+    /// tie-break order.
+    pub fn build<'a>(tools: impl IntoIterator<Item = &'a Arc<Tool>>) -> EnhancedIndex {
+        let tools: Vec<Arc<Tool>> = tools.into_iter().cloned().collect();
+        Self::from_segments(vec![Arc::new(EnhancedSegment::build(None, &tools))])
+    }
+
+    /// Indexes groups of tools, one segment each, with the description of
+    /// its server or plugin (if any); the order is the tie-break order.
+    pub fn build_described<'a>(
+        groups: impl IntoIterator<Item = (Option<&'a str>, &'a [Arc<Tool>])>,
+    ) -> EnhancedIndex {
+        Self::from_segments(
+            groups
+                .into_iter()
+                .map(|(description, tools)| Arc::new(EnhancedSegment::build(description, tools)))
+                .collect(),
+        )
+    }
+
+    /// Combines segments, in tie-break order.
+    pub fn from_segments(segments: Vec<Arc<EnhancedSegment>>) -> EnhancedIndex {
+        let mut offsets = Vec::with_capacity(segments.len() + 1);
+        let mut total = 0u32;
+        let mut length_totals = [0u64; FIELDS];
+        let mut max_lengths = [0u16; FIELDS];
+        let mut server_starts = Vec::with_capacity(segments.len());
+        let mut server_ids = Vec::new();
+        let mut server_lengths: Vec<u32> = Vec::new();
+        let mut server_names: HashMap<&str, u32> = HashMap::new();
+        for segment in &segments {
+            offsets.push(total);
+            total += segment.docs.len() as u32;
+            for field in 0..FIELDS {
+                if let (Some(sum), Some(max), Some(&add), Some(&longest)) = (
+                    length_totals.get_mut(field),
+                    max_lengths.get_mut(field),
+                    segment.length_totals.get(field),
+                    segment.max_lengths.get(field),
+                ) {
+                    *sum += add;
+                    *max = (*max).max(longest);
+                }
+            }
+            server_starts.push(server_ids.len() as u32);
+            // One server per name across the catalog, as one index keys
+            // them: a name's first segment brings its context.
+            for (name, &length) in segment.servers.names.iter().zip(&segment.servers.lengths) {
+                match server_names.get(name.as_ref()) {
+                    Some(&id) => server_ids.push((id, false)),
+                    None => {
+                        let id = server_lengths.len() as u32;
+                        server_names.insert(name, id);
+                        server_lengths.push(length);
+                        server_ids.push((id, true));
+                    }
+                }
+            }
+        }
+        offsets.push(total);
+        let n = f64::from(total);
+        let factors: [Vec<f64>; FIELDS] = std::array::from_fn(|field| {
+            // Lengths are whole numbers far below 2^53: these sums are
+            // exactly those one index over every tool would make.
+            let sum = length_totals.get(field).copied().unwrap_or(0) as f64;
+            let average = (sum / n.max(1.0)).max(1.0);
+            let b = LENGTH_NORMALISATION.get(field).copied().unwrap_or(0.0);
+            let weight = WEIGHTS.get(field).copied().unwrap_or(0.0);
+            (0..=max_lengths.get(field).copied().unwrap_or(0))
+                .map(|length| weight / (1.0 - b + b * f64::from(length) / average))
+                .collect()
+        });
+        let total_server_length: f64 = server_lengths.iter().map(|&l| f64::from(l)).sum();
+        let server_average_length =
+            (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
+        EnhancedIndex {
+            analyzer: Analyzer::default(),
+            segments,
+            offsets,
+            factors,
+            server_starts,
+            server_ids,
+            server_lengths,
+            server_average_length,
+        }
+    }
 
     /// Number of indexed tools.
     pub fn len(&self) -> usize {
-        self.docs.len()
+        self.offsets.last().copied().unwrap_or(0) as usize
     }
 
     /// Whether no tool is indexed.
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.len() == 0
+    }
+
+    /// The segments, in catalog order.
+    pub fn segments(&self) -> &[Arc<EnhancedSegment>] {
+        &self.segments
+    }
+
+    /// The segment and segment-local id of catalog-wide tool `doc`.
+    fn locate(&self, doc: u32) -> Option<(usize, u32)> {
+        let at = self
+            .offsets
+            .partition_point(|&start| start <= doc)
+            .checked_sub(1)?;
+        let start = *self.offsets.get(at)?;
+        let segment = self.segments.get(at)?;
+        let local = doc - start;
+        ((local as usize) < segment.docs.len()).then_some((at, local))
+    }
+
+    fn tool(&self, doc: u32) -> Option<&Arc<Tool>> {
+        let (at, local) = self.locate(doc)?;
+        self.segments.get(at)?.docs.get(local as usize)
+    }
+
+    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.segments.iter().flat_map(|s| s.docs.iter())
+    }
+
+    fn start(&self, segment: usize) -> u32 {
+        self.offsets.get(segment).copied().unwrap_or(0)
+    }
+
+    /// The catalog-wide server of catalog-wide tool `doc`.
+    fn server_of(&self, doc: u32) -> Option<u32> {
+        let (at, local) = self.locate(doc)?;
+        let server = *self.segments.get(at)?.doc_servers.get(local as usize)?;
+        let start = *self.server_starts.get(at)?;
+        self.server_ids
+            .get((start + server) as usize)
+            .map(|&(id, _)| id)
+    }
+
+    fn knows(&self, term: &str) -> bool {
+        self.segments.iter().any(|s| s.terms.contains_key(term))
+    }
+
+    fn resolve(&self, term: &str) -> Option<Found> {
+        let mut hits = Vec::new();
+        let mut df = 0;
+        for (at, segment) in self.segments.iter().enumerate() {
+            if let Some(&id) = segment.terms.get(term) {
+                df += segment.postings.get(id as usize).map_or(0, Vec::len);
+                hits.push((at as u32, id));
+            }
+        }
+        (!hits.is_empty()).then(|| Found {
+            term: term.to_owned(),
+            hits,
+            df,
+        })
+    }
+
+    /// Where one index over every tool would number `term`: ids count
+    /// terms in order of first appearance, so by the first segment that
+    /// holds it, then by its id there.
+    fn term_order(&self, term: &str) -> (usize, u32) {
+        self.segments
+            .iter()
+            .enumerate()
+            .find_map(|(at, s)| s.terms.get(term).map(|&id| (at, id)))
+            .unwrap_or((usize::MAX, u32::MAX))
     }
 
     /// Known terms whose word or stem is within one edit of `word` or of
     /// its stem `term` (two edits for 8 characters or more); for typo
     /// tolerance, only for 4 characters or more. At most four, nearest
     /// first.
-    fn near_terms(&self, word: &str, term: &str) -> Vec<u32> {
-        let mut near: Vec<(usize, u32)> = Vec::new();
+    fn near_terms(&self, word: &str, term: &str) -> Vec<Found> {
+        let mut near: HashMap<&str, usize> = HashMap::new();
         let probes: &[&str] = if word == term { &[word] } else { &[word, term] };
+        let mut variants = Vec::new();
+        let mut candidates: Vec<u32> = Vec::new();
         for &probe in probes {
             let length = probe.chars().count();
             if length < 4 || !probe.is_ascii() {
                 continue;
             }
             let allowed = if length >= 8 { 2 } else { 1 };
-            let mut variants = Vec::new();
+            variants.clear();
             deletion_hashes(probe.as_bytes(), allowed, &mut variants);
             variants.sort_unstable();
             variants.dedup();
-            let mut candidates: Vec<u32> = Vec::new();
-            for &variant in &variants {
-                self.lexicon.candidates(variant, &mut candidates);
+            for segment in &self.segments {
+                candidates.clear();
+                for &variant in &variants {
+                    segment.lexicon.candidates(variant, &mut candidates);
+                }
+                candidates.sort_unstable();
+                candidates.dedup();
+                for &index in &candidates {
+                    let Some((known, id)) = segment.lexicon.word(index) else {
+                        continue;
+                    };
+                    let distance = strsim::damerau_levenshtein(known, probe);
+                    if distance <= allowed {
+                        let slot = near.entry(segment.term(id)).or_insert(distance);
+                        *slot = (*slot).min(distance);
+                    }
+                }
             }
-            candidates.sort_unstable();
-            candidates.dedup();
-            near.extend(candidates.into_iter().filter_map(|index| {
-                let (known, term) = self.lexicon.word(index)?;
-                let distance = strsim::damerau_levenshtein(known, probe);
-                (distance <= allowed).then_some((distance, term))
-            }));
         }
+        let mut near: Vec<(usize, (usize, u32), &str)> = near
+            .into_iter()
+            .map(|(term, distance)| (distance, self.term_order(term), term))
+            .collect();
         near.sort_unstable();
-        let mut terms: Vec<u32> = Vec::new();
-        for (_, term) in near {
-            if !terms.contains(&term) {
-                terms.push(term);
-            }
-        }
-        terms.truncate(4);
-        terms
+        near.truncate(4);
+        near.into_iter()
+            .filter_map(|(_, _, term)| self.resolve(term))
+            .collect()
     }
 
     /// A term the index does not know, read as two known terms run
     /// together (`websearch` → web search).
-    fn split_compound(&self, term: &str) -> Vec<u32> {
+    fn split_compound(&self, term: &str) -> Vec<Found> {
         if term.len() < 6 || !term.is_ascii() {
             return Vec::new();
         }
         for cut in 3..=term.len() - 3 {
             let (left, right) = term.split_at(cut);
-            if let (Some(&a), Some(&b)) = (self.terms.get(left), self.terms.get(right)) {
-                return vec![a, b];
+            if self.knows(left) && self.knows(right) {
+                return [left, right]
+                    .into_iter()
+                    .filter_map(|t| self.resolve(t))
+                    .collect();
             }
         }
         Vec::new()
     }
 
-    fn add_term(&self, id: u32, weight: f64, scores: &mut [f64], touched: &mut Vec<u32>) {
-        let (Some(list), Some(&idf)) = (self.postings.get(id as usize), self.idf.get(id as usize))
-        else {
-            return;
+    /// The indexed terms that `word` begins or that begin it: for an
+    /// indexed term of [`MIN_EXTENSION_PREFIX`] letters or more, the longer
+    /// ones it begins and the shorter ones (of as many letters or more)
+    /// that begin it; for an unknown one, its known beginnings.
+    fn extensions_of(&self, word: &QueryWord) -> Vec<Found> {
+        let term = word.term.as_str();
+        if !term.is_ascii() {
+            return Vec::new();
+        }
+        let mut names: Vec<&str> = Vec::new();
+        if word.found.is_some() {
+            if term.len() < MIN_EXTENSION_PREFIX {
+                return Vec::new();
+            }
+            for segment in &self.segments {
+                let sorted = &segment.extension_terms;
+                let from = sorted.partition_point(|&id| segment.term(id) < term);
+                for &id in sorted.get(from..).unwrap_or(&[]) {
+                    let longer = segment.term(id);
+                    if !longer.starts_with(term) {
+                        break;
+                    }
+                    if longer != term {
+                        names.push(longer);
+                    }
+                }
+            }
+        }
+        for end in (MIN_EXTENSION_PREFIX..term.len()).rev() {
+            if let Some(prefix) = term.get(..end)
+                && self.knows(prefix)
+            {
+                names.push(prefix);
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().filter_map(|t| self.resolve(t)).collect()
+    }
+
+    fn expand(&self, word: &QueryWord) -> Expansion {
+        let (parts, near) = if word.found.is_some() {
+            (Vec::new(), Vec::new())
+        } else {
+            let parts = self.split_compound(&word.term);
+            let near = if parts.is_empty() {
+                self.near_terms(&word.word, &word.term)
+            } else {
+                Vec::new()
+            };
+            (parts, near)
         };
-        for posting in list {
-            let Some(factors) = self.factors.get(posting.doc as usize) else {
+        let synonyms = synonym_stems()
+            .get(word.term.as_str())
+            .into_iter()
+            .flatten()
+            .filter_map(|other| self.resolve(other))
+            .collect();
+        Expansion {
+            parts,
+            near,
+            synonyms,
+            extensions: self.extensions_of(word),
+        }
+    }
+
+    fn add_term(&self, term: &Found, weight: f64, scores: &mut [f64], touched: &mut Vec<u32>) {
+        let idf = idf(self.len(), term.df);
+        let [name, server, description, parameters] = &self.factors;
+        for &(at, id) in &term.hits {
+            let Some(segment) = self.segments.get(at as usize) else {
                 continue;
             };
-            let mut tf = 0.0;
-            for (&count, factor) in posting.tf.iter().zip(factors) {
-                tf += f64::from(count) * factor;
-            }
-            if let Some(score) = scores.get_mut(posting.doc as usize) {
-                if *score == 0.0 {
-                    touched.push(posting.doc);
+            let start = self.start(at as usize);
+            for posting in segment.postings.get(id as usize).into_iter().flatten() {
+                let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
+                    continue;
+                };
+                let factor = |table: &[f64], field: usize| {
+                    lengths
+                        .get(field)
+                        .and_then(|&l| table.get(l as usize))
+                        .copied()
+                        .unwrap_or(0.0)
+                };
+                let factors = [
+                    factor(name, 0),
+                    factor(server, 1),
+                    factor(description, 2),
+                    factor(parameters, 3),
+                ];
+                let mut tf = 0.0;
+                for (&count, factor) in posting.tf.iter().zip(&factors) {
+                    tf += f64::from(count) * factor;
                 }
-                *score += weight * idf * tf * (K1 + 1.0) / (tf + K1);
+                let doc = start + posting.doc;
+                if let Some(score) = scores.get_mut(doc as usize) {
+                    if *score == 0.0 {
+                        touched.push(doc);
+                    }
+                    *score += weight * idf * tf * (K1 + 1.0) / (tf + K1);
+                }
             }
         }
     }
@@ -961,22 +1226,59 @@ impl EnhancedIndex {
             words.push(QueryWord {
                 word: word.to_owned(),
                 term: term.to_owned(),
-                id: self.terms.get(term).copied(),
+                found: self.resolve(term),
             });
         });
         if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
             words.push(QueryWord {
                 word: PATH_HINT.to_owned(),
                 term: PATH_HINT.to_owned(),
-                id: self.terms.get(PATH_HINT).copied(),
+                found: self.resolve(PATH_HINT),
             });
         }
         words
     }
 
-    /// Scores every tool for `words` into `scores`, listing each tool that
-    /// scores in `touched`.
-    fn score(&self, words: &[QueryWord], scores: &mut [f64], touched: &mut Vec<u32>) {
+    /// Each server's context score for the query `terms`.
+    fn server_scores(&self, terms: &[&str]) -> Vec<f64> {
+        let mut scores = vec![0.0; self.server_lengths.len()];
+        let mut entries: Vec<(u32, u16)> = Vec::new();
+        for term in terms {
+            entries.clear();
+            for (at, segment) in self.segments.iter().enumerate() {
+                let Some(list) = segment.servers.terms.get(*term) else {
+                    continue;
+                };
+                let start = self.server_starts.get(at).copied().unwrap_or(0);
+                for &(server, tf) in list {
+                    if let Some(&(id, true)) = self.server_ids.get((start + server) as usize) {
+                        entries.push((id, tf));
+                    }
+                }
+            }
+            if entries.is_empty() {
+                continue;
+            }
+            let idf = idf(self.server_lengths.len(), entries.len());
+            for &(server, tf) in &entries {
+                let tf = f64::from(tf);
+                let length = self
+                    .server_lengths
+                    .get(server as usize)
+                    .copied()
+                    .unwrap_or(0);
+                let norm = SERVER_K1
+                    * (1.0 - SERVER_B + SERVER_B * f64::from(length) / self.server_average_length);
+                if let Some(score) = scores.get_mut(server as usize) {
+                    *score += idf * tf * (SERVER_K1 + 1.0) / (tf + norm);
+                }
+            }
+        }
+        scores
+    }
+
+    /// Distinct query words (by term) with how often each was said.
+    fn unique(words: &[QueryWord]) -> Vec<(&QueryWord, usize)> {
         let mut unique: Vec<(&QueryWord, usize)> = Vec::new();
         for word in words {
             match unique.iter_mut().find(|(w, _)| w.term == word.term) {
@@ -984,67 +1286,99 @@ impl EnhancedIndex {
                 None => unique.push((word, 1)),
             }
         }
-        let mut matched: Vec<u32> = Vec::new();
-        for &(word, count) in &unique {
+        unique
+    }
+
+    /// Scores every tool for `words` into `scores`, listing each tool that
+    /// scores in `touched`.
+    fn score(
+        &self,
+        words: &[QueryWord],
+        unique: &[(&QueryWord, usize)],
+        expansions: &[Expansion],
+        scores: &mut [f64],
+        touched: &mut Vec<u32>,
+    ) {
+        let mut matched: Vec<&str> = Vec::new();
+        for (&(word, count), expansion) in unique.iter().zip(expansions) {
             let weight = 1.0 + REPEAT_WEIGHT * (count - 1) as f64;
-            if let Some(id) = word.id {
-                matched.push(id);
-                self.add_term(id, weight, scores, touched);
+            if let Some(found) = &word.found {
+                matched.push(&found.term);
+                self.add_term(found, weight, scores, touched);
                 continue;
             }
-            let parts = self.split_compound(&word.term);
-            if !parts.is_empty() {
-                for id in parts {
-                    self.add_term(id, 1.0, scores, touched);
+            if !expansion.parts.is_empty() {
+                for part in &expansion.parts {
+                    self.add_term(part, 1.0, scores, touched);
                 }
             } else {
-                for id in self.near_terms(&word.word, &word.term) {
-                    self.add_term(id, TYPO_DISCOUNT, scores, touched);
+                for near in &expansion.near {
+                    self.add_term(near, TYPO_DISCOUNT, scores, touched);
                 }
             }
         }
-        let mut synonyms: Vec<u32> = Vec::new();
-        for (word, _) in &unique {
-            for &id in self.synonyms.get(word.term.as_str()).into_iter().flatten() {
-                if !matched.contains(&id) && !synonyms.contains(&id) {
-                    synonyms.push(id);
+        let mut synonyms: Vec<&Found> = Vec::new();
+        for expansion in expansions {
+            for found in &expansion.synonyms {
+                if !matched.contains(&found.term.as_str())
+                    && !synonyms.iter().any(|s| s.term == found.term)
+                {
+                    synonyms.push(found);
                 }
             }
         }
-        for id in synonyms {
-            self.add_term(id, SYNONYM_WEIGHT, scores, touched);
+        for found in synonyms {
+            self.add_term(found, SYNONYM_WEIGHT, scores, touched);
         }
-        let mut extensions: Vec<u32> = Vec::new();
-        for (word, _) in &unique {
-            self.extensions_of(word, &mut extensions);
-        }
-        let mut added: Vec<u32> = Vec::new();
-        for id in extensions {
-            if !matched.contains(&id) && !added.contains(&id) {
-                added.push(id);
-                self.add_term(id, EXTENSION_WEIGHT, scores, touched);
+        let mut added: Vec<&str> = Vec::new();
+        for expansion in expansions {
+            for found in &expansion.extensions {
+                if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
+                {
+                    added.push(&found.term);
+                    self.add_term(found, EXTENSION_WEIGHT, scores, touched);
+                }
             }
         }
 
         for pair in words.windows(2) {
-            let [QueryWord { id: Some(a), .. }, QueryWord { id: Some(b), .. }] = pair else {
+            let [
+                QueryWord { found: Some(a), .. },
+                QueryWord { found: Some(b), .. },
+            ] = pair
+            else {
                 continue;
             };
-            for &doc in self.name_bigrams.get(&(*a, *b)).into_iter().flatten() {
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(doc);
+            for &(at, first) in &a.hits {
+                let Some(&(_, second)) = b.hits.iter().find(|&&(other, _)| other == at) else {
+                    continue;
+                };
+                let Some(segment) = self.segments.get(at as usize) else {
+                    continue;
+                };
+                let start = self.start(at as usize);
+                for &local in segment
+                    .name_bigrams
+                    .get(&(first, second))
+                    .into_iter()
+                    .flatten()
+                {
+                    let doc = start + local;
+                    if let Some(score) = scores.get_mut(doc as usize) {
+                        if *score == 0.0 {
+                            touched.push(doc);
+                        }
+                        *score += NAME_BIGRAM_BONUS;
                     }
-                    *score += NAME_BIGRAM_BONUS;
                 }
             }
         }
 
         let terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
-        let context = self.servers.scores(&terms);
+        let context = self.server_scores(&terms);
         if context.iter().any(|&s| s > 0.0) {
             for &doc in touched.iter() {
-                let server = self.doc_servers.get(doc as usize).copied().unwrap_or(0);
+                let server = self.server_of(doc).unwrap_or(0);
                 let bonus = context.get(server as usize).copied().unwrap_or(0.0);
                 if let Some(score) = scores.get_mut(doc as usize) {
                     *score += SERVER_CONTEXT_WEIGHT * bonus;
@@ -1055,28 +1389,33 @@ impl EnhancedIndex {
 
     /// The best `limit` tools for `query`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
-        if limit == 0 || self.docs.is_empty() {
+        if limit == 0 || self.is_empty() {
             return Vec::new();
         }
         let (servers, text) = split_server_filters(query);
         let allowed = |doc: u32| {
             servers.is_empty()
-                || self.docs.get(doc as usize).is_some_and(|tool| {
+                || self.tool(doc).is_some_and(|tool| {
                     let group = tool.source().group().unwrap_or("");
                     servers.iter().any(|s| s.eq_ignore_ascii_case(group))
                 })
         };
 
-        let mut scores = vec![0.0; self.docs.len()];
+        let mut scores = vec![0.0; self.len()];
         let mut touched = Vec::new();
         let words = self.query_words(&text);
-        self.score(&words, &mut scores, &mut touched);
-        let mut evidence = self.evidence(&words);
+        let unique = Self::unique(&words);
+        let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
+        self.score(&words, &unique, &expansions, &mut scores, &mut touched);
+        let mut evidence = self.evidence(&unique, &expansions);
         // A folded copy's evidence counts for the tool it folds into.
-        for (&copy, &first) in &self.same_operation {
-            let words = evidence.get(copy as usize).copied().unwrap_or(0);
-            if let Some(kept) = evidence.get_mut(first as usize) {
-                *kept = (*kept).max(words);
+        for (at, segment) in self.segments.iter().enumerate() {
+            let start = self.start(at);
+            for (&copy, &first) in &segment.same_operation {
+                let words = evidence.get((start + copy) as usize).copied().unwrap_or(0);
+                if let Some(kept) = evidence.get_mut((start + first) as usize) {
+                    *kept = (*kept).max(words);
+                }
             }
         }
         self.fold_same_operations(&mut scores, &mut touched);
@@ -1101,7 +1440,7 @@ impl EnhancedIndex {
 
         // The relevance floor: weak evidence is no match, so an off-topic
         // query finds nothing rather than whatever shares a word with it.
-        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.docs.len(), 1);
+        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
         let clears = |doc: u32| {
             let d = doc as usize;
             allowed(doc)
@@ -1113,64 +1452,68 @@ impl EnhancedIndex {
         self.insert_prerequisites(&mut ranked, allowed);
         ranked.truncate(limit);
         if ranked.is_empty() {
-            return name_substring_matches(&self.docs, &text, limit, allowed);
+            return name_substring_matches(self.tools(), &text, limit, allowed);
         }
         ranked
             .into_iter()
-            .filter_map(|doc| scored(&self.docs, &scores, doc))
+            .filter_map(|doc| {
+                self.tool(doc).map(|tool| Scored {
+                    tool: tool.clone(),
+                    score: scores.get(doc as usize).copied().unwrap_or(0.0),
+                })
+            })
             .collect()
     }
 
-    /// Per tool, how many distinct query `words` match it through a term
+    /// Per tool, how many distinct query words match it through a term
     /// that is not boilerplate (a term found in more than half the tools,
     /// such as the server's name in a one-server catalog). Words match as
     /// they score: the term itself, a compound's parts for an unknown one,
     /// synonyms and extensions; near terms (typo tolerance) only for a word
     /// of [`MIN_TYPO_EVIDENCE`] letters or more, since a short word is
     /// within one edit of many unrelated ones.
-    fn evidence(&self, words: &[QueryWord]) -> Vec<u8> {
-        let n = self.docs.len();
+    fn evidence(&self, unique: &[(&QueryWord, usize)], expansions: &[Expansion]) -> Vec<u8> {
+        let n = self.len();
         // Boilerplate: a term found in more than half the tools (of three
         // or more).
         let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
         let mut count = vec![0u8; n];
-        let mut seen: Vec<&str> = Vec::new();
         // Per tool, 1 when this word matched it through a term that is not
         // boilerplate, a tiny value when only through boilerplate.
         let mut of_word = vec![0.0f64; n];
         let mut touched: Vec<u32> = Vec::new();
-        for word in words {
-            if seen.contains(&word.term.as_str()) {
-                continue;
-            }
-            seen.push(&word.term);
-            let mut terms: Vec<u32> = Vec::new();
-            match word.id {
-                Some(id) => terms.push(id),
-                None => {
-                    let parts = self.split_compound(&word.term);
-                    if parts.is_empty() && word.word.chars().count() >= MIN_TYPO_EVIDENCE {
-                        terms.extend(self.near_terms(&word.word, &word.term));
-                    } else {
-                        terms.extend(parts);
-                    }
+        for (&(word, _), expansion) in unique.iter().zip(expansions) {
+            let mut terms: Vec<&Found> = Vec::new();
+            match &word.found {
+                Some(found) => terms.push(found),
+                None if expansion.parts.is_empty()
+                    && word.word.chars().count() >= MIN_TYPO_EVIDENCE =>
+                {
+                    terms.extend(&expansion.near);
                 }
+                None => terms.extend(&expansion.parts),
             }
-            terms.extend(self.synonyms.get(word.term.as_str()).into_iter().flatten());
-            self.extensions_of(word, &mut terms);
+            terms.extend(&expansion.synonyms);
+            terms.extend(&expansion.extensions);
             for term in terms {
-                let postings = self.postings.get(term as usize).map_or(0, Vec::len);
-                let weight = if is_boilerplate(postings) {
+                let weight = if is_boilerplate(term.df) {
                     f64::MIN_POSITIVE
                 } else {
                     1.0
                 };
-                for posting in self.postings.get(term as usize).into_iter().flatten() {
-                    if let Some(slot) = of_word.get_mut(posting.doc as usize) {
-                        if *slot == 0.0 {
-                            touched.push(posting.doc);
+                for &(at, id) in &term.hits {
+                    let Some(segment) = self.segments.get(at as usize) else {
+                        continue;
+                    };
+                    let start = self.start(at as usize);
+                    for posting in segment.postings.get(id as usize).into_iter().flatten() {
+                        let doc = start + posting.doc;
+                        if let Some(slot) = of_word.get_mut(doc as usize) {
+                            if *slot == 0.0 {
+                                touched.push(doc);
+                            }
+                            *slot = slot.max(weight);
                         }
-                        *slot = slot.max(weight);
                     }
                 }
             }
@@ -1186,16 +1529,24 @@ impl EnhancedIndex {
         count
     }
 
+    /// The tool that catalog-wide tool `doc` folds into, if it makes the
+    /// same call as one its server lists earlier.
+    fn folds_into(&self, doc: u32) -> Option<u32> {
+        let (at, local) = self.locate(doc)?;
+        let first = *self.segments.get(at)?.same_operation.get(&local)?;
+        Some(self.start(at) + first)
+    }
+
     /// Tools that make the same call as a tool their server lists earlier
     /// give their score to it (the best of them counts) and drop out, so an
     /// operation listed several times is one result, under its first name.
     fn fold_same_operations(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
-        if self.same_operation.is_empty() {
+        if self.segments.iter().all(|s| s.same_operation.is_empty()) {
             return;
         }
         let mut added = Vec::new();
         touched.retain(|&doc| {
-            let Some(&first) = self.same_operation.get(&doc) else {
+            let Some(first) = self.folds_into(doc) else {
                 return true;
             };
             let score = scores.get_mut(doc as usize).map_or(0.0, std::mem::take);
@@ -1210,13 +1561,33 @@ impl EnhancedIndex {
         touched.extend(added);
     }
 
-    /// The best tool's prerequisites (see [`Self::build_prerequisites`])
-    /// follow it, moved up if they were ranked lower.
+    /// The tools that catalog-wide tool `doc` needs first (see
+    /// [`EnhancedSegment::build_prerequisites`]).
+    fn prerequisites_of(&self, doc: u32) -> Vec<u32> {
+        let Some((at, local)) = self.locate(doc) else {
+            return Vec::new();
+        };
+        let start = self.start(at);
+        self.segments
+            .get(at)
+            .and_then(|s| s.prerequisites.get(&local))
+            .into_iter()
+            .flatten()
+            .map(|&d| start + d)
+            .collect()
+    }
+
+    /// The best tool's prerequisites follow it, moved up if they were
+    /// ranked lower.
     fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        let Some(needed) = ranked.first().and_then(|d| self.prerequisites.get(d)) else {
+        let Some(&best) = ranked.first() else {
             return;
         };
-        let needed: Vec<u32> = needed.iter().copied().filter(|&d| allowed(d)).collect();
+        let needed = self.prerequisites_of(best);
+        if needed.is_empty() {
+            return;
+        }
+        let needed: Vec<u32> = needed.into_iter().filter(|&d| allowed(d)).collect();
         ranked.retain(|d| !needed.contains(d));
         let at = 1.min(ranked.len());
         ranked.splice(at..at, needed);
@@ -1233,8 +1604,10 @@ impl EnhancedIndex {
                 .map(|w| w.trim_matches(|c: char| "`'\".,;:!?()[]{}<>".contains(c))),
         );
         for word in words {
-            if let Some(docs) = self.exact_names.get(word) {
-                for &doc in docs {
+            for (at, segment) in self.segments.iter().enumerate() {
+                let start = self.start(at);
+                for &local in segment.exact_names.get(word).into_iter().flatten() {
+                    let doc = start + local;
                     if !found.contains(&doc) {
                         found.push(doc);
                     }
@@ -1275,6 +1648,11 @@ pub fn split_server_filters(query: &str) -> (Vec<String>, String) {
     }
     (servers, rest.join(" "))
 }
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod segment_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1520,7 +1898,7 @@ mod tests {
             ["get_docs", "resolve_library_id"]
         );
         // Only the tools that need a token or a library id have one.
-        let mut needing: Vec<u32> = index.prerequisites.keys().copied().collect();
+        let mut needing: Vec<u32> = index.segments[0].prerequisites.keys().copied().collect();
         needing.sort_unstable();
         assert_eq!(needing, [0, 2, 3]);
         // Filters still apply.

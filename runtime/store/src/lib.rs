@@ -1,5 +1,5 @@
-//! Persistence: sessions, their messages, the activity log and the MCP
-//! gateway's client tokens, in one SQLite database in the state directory,
+//! Persistence: sessions, their messages, the activity log, the MCP
+//! gateway's client tokens and the accepted tool definitions (pins), in one SQLite database in the state directory,
 //! so that all of it survives a daemon restart.
 //!
 //! Every write is one short transaction on a single connection (WAL
@@ -17,9 +17,11 @@ use serde_json::Value;
 
 use quiver_dispatch::{Event, Status};
 use quiver_model::Message;
+use quiver_tool::integrity::{Pin, PinStore, PinStoreError};
 
-/// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this code writes (`PRAGMA user_version`): 2 added
+/// `tool_pins`.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +253,16 @@ CREATE TABLE IF NOT EXISTS gateway_clients (
     token_sha256 TEXT NOT NULL UNIQUE,
     grants TEXT NOT NULL,
     created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tool_pins (
+    source TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    accepted_ms INTEGER NOT NULL,
+    accepted_by TEXT NOT NULL,
+    PRIMARY KEY (source, tool)
 );
 ";
 
@@ -669,6 +681,72 @@ impl Store {
     }
 }
 
+impl PinStore for Store {
+    fn pins(&self, source: &str) -> Result<Vec<Pin>, PinStoreError> {
+        let rows = self
+            .with("reading accepted tool definitions", |c| {
+                let mut statement = c.prepare(
+                    "SELECT tool, hash, shape, definition, accepted_ms, accepted_by FROM tool_pins WHERE source = ?1 ORDER BY tool",
+                )?;
+                let rows = statement.query_map(params![source], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, i64>(4)?,
+                        row.get::<_, String>(5)?,
+                    ))
+                })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| PinStoreError(e.to_string()))?;
+        rows.into_iter()
+            .map(
+                |(tool, hash, shape, definition, accepted_ms, accepted_by)| {
+                    let definition = serde_json::from_str(&definition).map_err(|e| {
+                        PinStoreError(format!(
+                            "{}: the accepted definition of `{tool}` ({source}) is unreadable: {e}",
+                            self.path.display()
+                        ))
+                    })?;
+                    Ok(Pin {
+                        tool,
+                        hash,
+                        shape,
+                        definition,
+                        accepted_ms,
+                        accepted_by,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    fn put_pins(&self, source: &str, pins: &[Pin]) -> Result<(), PinStoreError> {
+        self.with("storing accepted tool definitions", |c| {
+            let transaction = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for pin in pins {
+                transaction.execute(
+                    "INSERT OR REPLACE INTO tool_pins (source, tool, hash, shape, definition, accepted_ms, accepted_by)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        source,
+                        pin.tool,
+                        pin.hash,
+                        pin.shape,
+                        pin.definition.to_string(),
+                        pin.accepted_ms,
+                        pin.accepted_by
+                    ],
+                )?;
+            }
+            transaction.commit()
+        })
+        .map_err(|e| PinStoreError(e.to_string()))
+    }
+}
+
 const SESSION_COLUMNS: &str =
     "SELECT s.id, s.kind, s.parent, s.grants, s.model, s.context_tokens, s.created_ms,
     (SELECT COUNT(*) FROM messages m WHERE m.session = s.id) FROM sessions s";
@@ -756,6 +834,8 @@ fn status_text(status: Status) -> &'static str {
         Status::Denied => "denied",
         Status::AwaitingApproval => "awaiting_approval",
         Status::TimedOut => "timed_out",
+        Status::Quarantined => "quarantined",
+        Status::DefinitionChanged => "definition_changed",
     }
 }
 
@@ -766,6 +846,8 @@ fn parse_status(text: &str) -> Result<Status, StoreError> {
         Status::Denied,
         Status::AwaitingApproval,
         Status::TimedOut,
+        Status::Quarantined,
+        Status::DefinitionChanged,
     ]
     .into_iter()
     .find(|s| status_text(*s) == text)
@@ -942,6 +1024,37 @@ mod tests {
         assert!(store.gateway_client_by_token("def").unwrap().is_none());
         assert!(store.remove_gateway_client("ci").unwrap());
         assert!(store.gateway_clients().unwrap().is_empty());
+    }
+
+    #[test]
+    fn pins_survive_reopening_and_are_replaced_per_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let pin = |tool: &str, hash: &str| Pin {
+            tool: tool.into(),
+            hash: hash.into(),
+            shape: "s".into(),
+            definition: serde_json::json!({"name": tool}),
+            accepted_ms: 1,
+            accepted_by: "operator".into(),
+        };
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .put_pins("mcp-a", &[pin("x", "h1"), pin("y", "h2")])
+                .unwrap();
+            store.put_pins("mcp-a", &[pin("x", "h3")]).unwrap();
+            store.put_pins("mcp-b", &[pin("x", "other")]).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let pins = store.pins("mcp-a").unwrap();
+        let hashes: Vec<(&str, &str)> = pins
+            .iter()
+            .map(|p| (p.tool.as_str(), p.hash.as_str()))
+            .collect();
+        assert_eq!(hashes, [("x", "h3"), ("y", "h2")]);
+        assert_eq!(pins[0].definition, serde_json::json!({"name": "x"}));
+        assert!(store.pins("mcp-none").unwrap().is_empty());
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// Times the connection dropped and was re-established or retried.
     pub reconnects: u32,
+    /// Tools of its last listing held out of the catalog until an
+    /// operator accepts them (see [`crate::integrity`]).
+    pub quarantined: usize,
 }
 
 /// Anything that knows the servers' states.
@@ -114,6 +117,29 @@ impl McpStatusView for ScopedStatus<'_> {
             })
             .collect()
     }
+}
+
+/// A sentence counting the tools each server has in quarantine, e.g.
+/// `2 tools of server github are quarantined (new or changed definitions
+/// not yet accepted by an operator) and cannot be found or called.`;
+/// never their names or text. `None` when none are.
+pub fn quarantine_note(view: &dyn McpStatusView) -> Option<String> {
+    let parts: Vec<String> = view
+        .servers()
+        .into_iter()
+        .filter(|s| s.quarantined > 0)
+        .map(|s| match s.quarantined {
+            1 => format!("1 tool of server {} is quarantined", s.name),
+            n => format!("{n} tools of server {} are quarantined", s.name),
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} (new or changed definitions not yet accepted by an operator) and cannot be found or called.",
+        parts.join("; ")
+    ))
 }
 
 /// A sentence naming every server that is not ready, e.g. `Server github is
@@ -153,6 +179,7 @@ mod tests {
             transport: "stdio",
             state,
             reconnects: 0,
+            quarantined: 0,
         }
     }
 
@@ -173,5 +200,20 @@ mod tests {
         assert!(
             unavailable_note(&Fixed(vec![status("b", ServerState::Ready { tools: 1 })])).is_none()
         );
+    }
+
+    #[test]
+    fn quarantine_note_counts_and_never_names_tools() {
+        let mut held = status("github", ServerState::Ready { tools: 3 });
+        held.quarantined = 2;
+        let mut one = status("time", ServerState::Ready { tools: 1 });
+        one.quarantined = 1;
+        let view = Fixed(vec![held, one, status("c", ServerState::Disabled)]);
+        assert_eq!(
+            quarantine_note(&view).unwrap(),
+            "2 tools of server github are quarantined; 1 tool of server time is quarantined (new or changed definitions not yet accepted by an operator) and cannot be found or called."
+        );
+        let scope = Scope::new(["mcp-c"]).unwrap();
+        assert!(quarantine_note(&ScopedStatus::new(&view, &scope)).is_none());
     }
 }

@@ -115,7 +115,65 @@ pub struct ToolAnnotations {
     pub open_world_hint: Option<bool>,
 }
 
+/// A behaviour hint as guardrail and approval rules name it
+/// (`annotation:destructive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    /// `read_only`: the tool does not modify its environment.
+    ReadOnly,
+    /// `destructive`: the tool may perform destructive updates.
+    Destructive,
+    /// `idempotent`: repeating a call has no further effect.
+    Idempotent,
+    /// `open_world`: the tool reaches an open world of external entities.
+    OpenWorld,
+}
+
+impl Hint {
+    /// The names rules use, in order.
+    pub const NAMES: [&'static str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
+
+    /// The hint called `name` (one of [`Hint::NAMES`]).
+    pub fn parse(name: &str) -> Option<Hint> {
+        match name {
+            "read_only" => Some(Hint::ReadOnly),
+            "destructive" => Some(Hint::Destructive),
+            "idempotent" => Some(Hint::Idempotent),
+            "open_world" => Some(Hint::OpenWorld),
+            _ => None,
+        }
+    }
+}
+
+/// What a rule written `annotation:NAME` matches, e.g.
+/// `annotation:destructive`; `None` for any other pattern. An unknown
+/// `NAME` is an error naming the allowed ones.
+pub fn annotation_pattern(pattern: &str) -> Option<Result<Hint, String>> {
+    let name = pattern.strip_prefix("annotation:")?;
+    Some(Hint::parse(name).ok_or_else(|| {
+        format!(
+            "`{pattern}` names no behaviour hint; use annotation:{}",
+            Hint::NAMES.join(", annotation:")
+        )
+    }))
+}
+
 impl ToolAnnotations {
+    /// Whether the tool has `hint`, reading an unset hint as MCP's
+    /// default: not read-only, destructive (unless read-only), not
+    /// idempotent (unless read-only), open world. A tool that says nothing
+    /// is thus taken for the riskiest kind, so rules such as
+    /// `approval.require: ["annotation:destructive"]` fail safe.
+    pub fn has(&self, hint: Hint) -> bool {
+        let read_only = self.read_only_hint.unwrap_or(false);
+        match hint {
+            Hint::ReadOnly => read_only,
+            Hint::Destructive => !read_only && self.destructive_hint.unwrap_or(true),
+            Hint::Idempotent => read_only || self.idempotent_hint.unwrap_or(false),
+            Hint::OpenWorld => self.open_world_hint.unwrap_or(true),
+        }
+    }
+
     /// Whether no hint is given.
     pub fn is_empty(&self) -> bool {
         *self == ToolAnnotations::default()
@@ -185,7 +243,12 @@ impl Tool {
 
     /// Builds a tool exposed as `name` that shares `spec`.
     pub fn from_shared(name: String, source: ToolSource, spec: Arc<ToolSpec>) -> Tool {
-        let short_description = short_description(&spec.description);
+        // A tool without a description is listed by its title, when it has
+        // one: a line that says something, at no cost to any other.
+        let short_description = match spec.metadata.as_ref().and_then(|m| m.title.as_deref()) {
+            Some(title) if spec.description.trim().is_empty() => short_description(title),
+            _ => short_description(&spec.description),
+        };
         let definition_chars = function_definition(&name, &spec.description, &spec.input_schema)
             .to_string()
             .chars()
@@ -247,6 +310,15 @@ impl Tool {
     /// What else the source says about the tool, when it says anything.
     pub fn metadata(&self) -> Option<&ToolMetadata> {
         self.spec.metadata.as_deref()
+    }
+
+    /// Whether the tool has `hint`, by its source's annotations (an
+    /// unset hint reads as MCP's default, see [`ToolAnnotations::has`]).
+    pub fn has_hint(&self, hint: Hint) -> bool {
+        self.metadata()
+            .map(|m| m.annotations)
+            .unwrap_or_default()
+            .has(hint)
     }
 
     /// The display title, when the source gives one.

@@ -224,6 +224,111 @@ impl Config {
     }
 }
 
+/// The file a config file is looked for under, in the current directory
+/// and in the user's config directory (`quiver/quiver.yaml` there).
+pub const CONFIG_FILE_NAME: &str = "quiver.yaml";
+
+/// Where the config in use came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOrigin {
+    /// `--config FILE`.
+    Given(std::path::PathBuf),
+    /// `./quiver.yaml` (the path as found, made absolute).
+    CurrentDir(std::path::PathBuf),
+    /// `$XDG_CONFIG_HOME/quiver/quiver.yaml`, or `~/.config/quiver/quiver.yaml`
+    /// when `XDG_CONFIG_HOME` is not set.
+    UserConfig(std::path::PathBuf),
+    /// No file: the embedded default. The paths looked at, in order.
+    Embedded(Vec<std::path::PathBuf>),
+}
+
+impl ConfigOrigin {
+    /// The config file, unless it is the embedded default.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            ConfigOrigin::Given(path)
+            | ConfigOrigin::CurrentDir(path)
+            | ConfigOrigin::UserConfig(path) => Some(path),
+            ConfigOrigin::Embedded(_) => None,
+        }
+    }
+
+    /// Which config this is and how it was found, for the startup summary.
+    pub fn describe(&self) -> String {
+        match self {
+            ConfigOrigin::Given(path) => format!("{} (--config)", path.display()),
+            ConfigOrigin::CurrentDir(path) => {
+                format!("{} (found in the current directory)", path.display())
+            }
+            ConfigOrigin::UserConfig(path) => {
+                format!("{} (found in the user config directory)", path.display())
+            }
+            ConfigOrigin::Embedded(looked) => {
+                let looked: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                format!(
+                    "the embedded default (no {}; pass --config FILE or put a {CONFIG_FILE_NAME} there)",
+                    looked.join(" nor ")
+                )
+            }
+        }
+    }
+
+    /// Reads and validates the config it names.
+    pub fn load(&self) -> Result<LoadedConfig, ConfigError> {
+        match self.file() {
+            Some(path) => load_file(path),
+            None => embedded_default(),
+        }
+    }
+}
+
+/// The config a command without `--config` uses: `./quiver.yaml`, else
+/// `$XDG_CONFIG_HOME/quiver/quiver.yaml` (`XDG_CONFIG_HOME` absolute; when
+/// it is not set, `~/.config/quiver/quiver.yaml`), else the embedded
+/// default. `given` (`--config`) wins over all of them.
+pub fn discover(given: Option<&Path>) -> ConfigOrigin {
+    discover_in(
+        given,
+        Path::new("."),
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+}
+
+/// [`discover`] from `cwd` with these environment values.
+pub fn discover_in(
+    given: Option<&Path>,
+    cwd: &Path,
+    xdg_config_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> ConfigOrigin {
+    if let Some(path) = given {
+        return ConfigOrigin::Given(path.to_path_buf());
+    }
+    let mut looked = Vec::new();
+    let local = quiver_config::paths::absolute(cwd, Path::new(CONFIG_FILE_NAME));
+    if local.is_file() {
+        return ConfigOrigin::CurrentDir(local);
+    }
+    looked.push(local);
+    // The XDG spec: an unset or empty XDG_CONFIG_HOME means ~/.config,
+    // and a relative one is invalid, so ignored the same way.
+    let user_dir = match xdg_config_home.map(Path::new).filter(|d| d.is_absolute()) {
+        Some(dir) => Some(dir.to_path_buf()),
+        None => home
+            .filter(|h| !h.is_empty())
+            .map(|h| Path::new(h).join(".config")),
+    };
+    if let Some(dir) = user_dir {
+        let user = dir.join("quiver").join(CONFIG_FILE_NAME);
+        if user.is_file() {
+            return ConfigOrigin::UserConfig(user);
+        }
+        looked.push(user);
+    }
+    ConfigOrigin::Embedded(looked)
+}
+
 /// The embedded default configuration.
 ///
 /// Its plugin directories and its stdio MCP commands written `./NAME` are

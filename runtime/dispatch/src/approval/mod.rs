@@ -30,6 +30,7 @@ use tower::{Layer, Service};
 
 use super::feed::Status;
 use super::{BoxFuture, ChainService, DispatchCall, DispatchError, ToolOutput, ready_call};
+use quiver_tool::tool::{Hint, Tool, annotation_pattern};
 
 /// What to do when nobody answers in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -133,6 +134,7 @@ impl ApprovalError {
 #[derive(Debug, Clone)]
 pub struct ApprovalPolicy {
     require: GlobSet,
+    hints: Vec<Hint>,
     any: bool,
     timeout: Duration,
     on_timeout: OnTimeout,
@@ -142,6 +144,7 @@ impl Default for ApprovalPolicy {
     fn default() -> Self {
         ApprovalPolicy {
             require: GlobSet::empty(),
+            hints: Vec::new(),
             any: false,
             timeout: Duration::from_secs(300),
             on_timeout: OnTimeout::Deny,
@@ -150,30 +153,45 @@ impl Default for ApprovalPolicy {
 }
 
 impl ApprovalPolicy {
-    /// Tools matching any of `require` (globs over the exposed name) wait
-    /// at most `timeout` for an answer.
+    /// Tools matching any of `require` (globs over the exposed name, or
+    /// `annotation:NAME` for tools claiming that behaviour) wait at most
+    /// `timeout` for an answer.
     pub fn new<I, S>(require: I, timeout: Duration) -> Result<ApprovalPolicy, globset::Error>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         let mut builder = GlobSetBuilder::new();
+        let mut hints = Vec::new();
         let mut any = false;
-        for glob in require {
-            builder.add(Glob::new(glob.as_ref())?);
-            any = true;
+        for pattern in require {
+            match annotation_pattern(pattern.as_ref()) {
+                Some(Ok(hint)) => hints.push(hint),
+                // The config check refuses an unknown hint; here it is a
+                // glob that matches no tool name.
+                Some(Err(_)) | None => {
+                    builder.add(Glob::new(pattern.as_ref())?);
+                    any = true;
+                }
+            }
         }
         Ok(ApprovalPolicy {
             require: builder.build()?,
+            hints,
             any,
             timeout,
             on_timeout: OnTimeout::Deny,
         })
     }
 
-    /// Whether calls of `tool` need approval.
+    /// Whether calls of the tool named `tool` need approval by name.
     pub fn requires(&self, tool: &str) -> bool {
         self.any && self.require.is_match(tool)
+    }
+
+    /// Whether calls of `tool` need approval, by name or by its hints.
+    pub fn requires_tool(&self, tool: &Tool) -> bool {
+        self.requires(tool.name()) || self.hints.iter().any(|&hint| tool.has_hint(hint))
     }
 
     /// How long a call waits.
@@ -187,42 +205,10 @@ impl ApprovalPolicy {
     }
 }
 
-/// Canonical JSON: object keys sorted at every depth, no whitespace.
+/// Canonical JSON: object keys sorted at every depth, no whitespace (the
+/// same text tool-definition pins hash).
 pub fn canonical_json(value: &Value) -> String {
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, key) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(key.clone()).to_string());
-                    out.push(':');
-                    if let Some(v) = map.get(key) {
-                        write(v, out);
-                    }
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
+    quiver_tool::integrity::canonical_json(value)
 }
 
 /// sha256 (lowercase hex) of the canonical JSON of `arguments`.
@@ -291,7 +277,7 @@ impl<S: ChainService> Service<DispatchCall> for Approval<S> {
 
     fn call(&mut self, call: DispatchCall) -> Self::Future {
         let tool = call.tool.name();
-        if !self.policy.requires(tool) || call.session.is_approved_for_session(tool) {
+        if !self.policy.requires_tool(&call.tool) || call.session.is_approved_for_session(tool) {
             return self.inner.call(call);
         }
         let policy = self.policy.clone();
@@ -343,6 +329,27 @@ mod tests {
         assert_ne!(arguments_digest(&a), arguments_digest(&json!({"b": 2})));
         assert_eq!(canonical_json(&b), r#"{"a":{"x":null,"y":[1,"x"]},"b":1}"#);
         assert_eq!(arguments_digest(&a).len(), 64);
+    }
+
+    #[test]
+    fn annotation_patterns_require_approval_by_hint() {
+        use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSource, ToolSpec};
+        let p = ApprovalPolicy::new(["annotation:destructive"], Duration::from_secs(1)).unwrap();
+        let tool = |read_only: Option<bool>| {
+            let spec =
+                ToolSpec::new("t", "", json!({"type": "object"})).with_metadata(ToolMetadata {
+                    annotations: ToolAnnotations {
+                        read_only_hint: read_only,
+                        ..ToolAnnotations::default()
+                    },
+                    ..ToolMetadata::default()
+                });
+            Tool::new("mcp_s_t".into(), ToolSource::Mcp("s".into()), &spec)
+        };
+        assert!(p.requires_tool(&tool(None)));
+        assert!(p.requires_tool(&tool(Some(false))));
+        assert!(!p.requires_tool(&tool(Some(true))));
+        assert!(!p.requires("annotation:destructive"));
     }
 
     #[test]

@@ -62,17 +62,29 @@ struct Withdraw {
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
-        self.inner
+        let removed = self
+            .inner
             .pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.id);
+        if removed.is_some() {
+            pending_gauge().decrement(1.0);
+        }
     }
+}
+
+/// `quiver_approvals_pending`: requests waiting for an answer, in every
+/// queue of the process (the daemon has one).
+fn pending_gauge() -> metrics::Gauge {
+    metrics::gauge!("quiver_approvals_pending")
 }
 
 impl ApprovalQueue {
     /// An empty queue.
     pub fn new() -> ApprovalQueue {
+        // The series exists (at 0) before the first request waits.
+        pending_gauge().increment(0.0);
         ApprovalQueue::default()
     }
 
@@ -134,6 +146,7 @@ impl ApprovalQueue {
         let Some((_, sender)) = pending.remove(&id) else {
             return Err(AnswerError::NotPending(id));
         };
+        pending_gauge().decrement(1.0);
         sender
             .send(decision)
             .map_err(|_| AnswerError::NotPending(id))
@@ -154,6 +167,7 @@ impl Approver for ApprovalQueue {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, (entry, sender));
+        pending_gauge().increment(1.0);
         let withdraw = Withdraw {
             inner: self.inner.clone(),
             id,

@@ -6,6 +6,9 @@
 //!
 //! `GET /requests` returns every request body received so far (a JSON
 //! array, oldest first), so that tests can check what a model was sent.
+//! `GET /v1/models` answers a one-model list in the OpenAI shape (the
+//! probe Quiver makes at startup; not recorded in `/requests`), honouring
+//! `--require-header`.
 //!
 //! The script (`--script FILE`) is a JSON list of conversations:
 //!
@@ -490,6 +493,29 @@ async fn serve(args: Args) -> Result<(), String> {
             post(
                 |State(s): State<Arc<Scripted>>, headers: HeaderMap, body: Bytes| {
                     respond(Dialect::Anthropic, s, headers, body)
+                },
+            ),
+        )
+        .route(
+            "/v1/models",
+            get(
+                |State(s): State<Arc<Scripted>>, headers: HeaderMap| async move {
+                    for (name, value) in &s.required_headers {
+                        let sent = headers.get(name.as_str()).and_then(|v| v.to_str().ok());
+                        if sent != Some(value.as_str()) {
+                            let message = format!("missing or wrong `{name}` header");
+                            return error_response(
+                                Dialect::OpenAi,
+                                StatusCode::UNAUTHORIZED,
+                                &message,
+                                None,
+                            );
+                        }
+                    }
+                    json_response(
+                        StatusCode::OK,
+                        &json!({"object": "list", "data": [{"id": "scripted", "object": "model"}]}),
+                    )
                 },
             ),
         )

@@ -13,16 +13,34 @@
 //! - `hang`: never answers; counts the cancellations it receives;
 //! - `stats`: `{"cancelled": N, "calls": N}`;
 //! - `crash`: ends the process at once (exit code 101);
-//! - `describe_me`: a tool with a long, multi-sentence description.
+//! - `describe_me`: a tool with a long, multi-sentence description;
+//! - `set_description {name, description}`: gives a tool a new description
+//!   (a rug pull), then sends `notifications/tools/list_changed`;
+//! - `rename_tool {name, to}`: lists a tool under a new name, same
+//!   definition otherwise, then sends `list_changed`.
 //!
-//! Flags: `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
+//! `add_tool` takes an optional `description`. `--description TOOL=TEXT`
+//! starts with another description for a tool.
+//!
+//! With `--annotated`, also `wipe {target}` (`destructiveHint: true`) and
+//! `lookup {key}` (`readOnlyHint: true`).
+//!
+//! With `--rich`, tools that say more about themselves:
+//!
+//! - `sum {a, b}`: titled "Sum of two numbers", read-only, idempotent,
+//!   closed-world hints, an output schema and `_meta`; returns `{"sum"}`;
+//! - `miscount`: declares an output schema `{"count": integer}` and returns
+//!   `{"count": "many"}`, which does not match it.
+//!
+//! Flags: `--initialize-delay-ms MS` answers `initialize` that much later
+//! (a server slow to start), `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
 //! `tools/list`, `--bad-schemas` adds tools with malformed input schemas,
 //! `--spawn-grandchild FILE` starts a `sleep` in the server's own process
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,7 +48,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -71,12 +90,33 @@ struct Args {
     /// The `instructions` of the initialize result.
     #[arg(long)]
     instructions: Option<String>,
+    /// Add the tools with titles, hints and output schemas (see above).
+    #[arg(long)]
+    rich: bool,
+    /// Answer `initialize` this many milliseconds late.
+    #[arg(long, default_value_t = 0)]
+    initialize_delay_ms: u64,
+    /// Add `wipe` (destructive) and `lookup` (read-only), with MCP annotations.
+    #[arg(long)]
+    annotated: bool,
+    /// `TOOL=TEXT`: start with this description for TOOL (repeatable), as
+    /// a new release of a server would.
+    #[arg(long = "description")]
+    descriptions: Vec<String>,
+}
+
+/// Changes made through `set_description` and `rename_tool`.
+#[derive(Default)]
+struct Edits {
+    descriptions: BTreeMap<String, String>,
+    renames: BTreeMap<String, String>,
 }
 
 #[derive(Clone)]
 struct TestServer {
     args: Arc<Args>,
-    added: Arc<Mutex<BTreeSet<String>>>,
+    added: Arc<Mutex<BTreeMap<String, Option<String>>>>,
+    edits: Arc<Mutex<Edits>>,
     cancelled: Arc<AtomicU64>,
     calls: Arc<AtomicU64>,
 }
@@ -90,6 +130,30 @@ fn object(value: Value) -> JsonObject {
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
     Tool::new(name.to_owned(), description.to_owned(), object(schema))
+}
+
+/// The `--rich` tools, in MCP's wire shape (read as rmcp's `Tool`).
+fn rich_tools() -> Vec<Tool> {
+    let wire = [
+        json!({
+            "name": "sum",
+            "title": "Sum of two numbers",
+            "description": "Add two numbers; the structured result holds the sum.",
+            "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+            "outputSchema": {"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false},
+            "_meta": {"quiver.test/kind": "arithmetic"}
+        }),
+        json!({
+            "name": "miscount",
+            "description": "Count things; its structured result does not match its output schema.",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+        }),
+    ];
+    wire.into_iter()
+        .filter_map(|tool| serde_json::from_value(tool).ok())
+        .collect()
 }
 
 fn string_arg(request: &CallToolRequestParams, key: &str) -> Option<String> {
@@ -143,6 +207,16 @@ impl TestServer {
                 json!({"type": "object"}),
             ),
             tool(
+                "set_description",
+                "Give a tool a new description, then notify that the tool list changed.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "description": {"type": "string"}}, "required": ["name", "description"]}),
+            ),
+            tool(
+                "rename_tool",
+                "List a tool under a new name, then notify that the tool list changed.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "to": {"type": "string"}}, "required": ["name", "to"]}),
+            ),
+            tool(
                 "describe_me",
                 &format!(
                     "A tool with a long description. {}The end.",
@@ -151,12 +225,32 @@ impl TestServer {
                 json!({"type": "object"}),
             ),
         ];
+        if self.args.rich {
+            tools.extend(rich_tools());
+        }
         for index in 0..self.args.tools {
             tools.push(tool(
                 &format!("tool_{index}"),
                 &format!("Generated tool number {index}."),
                 json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
             ));
+        }
+        if self.args.annotated {
+            let mut wipe = tool(
+                "wipe",
+                "Erase everything stored under a target.",
+                text_arg("target"),
+            );
+            let mut hints = rmcp::model::ToolAnnotations::new();
+            hints.destructive_hint = Some(true);
+            hints.read_only_hint = Some(false);
+            wipe.annotations = Some(hints);
+            let mut lookup = tool("lookup", "Look a key up in the store.", text_arg("key"));
+            let mut hints = rmcp::model::ToolAnnotations::new();
+            hints.read_only_hint = Some(true);
+            lookup.annotations = Some(hints);
+            tools.push(wipe);
+            tools.push(lookup);
         }
         if self.args.bad_schemas {
             tools.push(tool(
@@ -170,24 +264,60 @@ impl TestServer {
                 json!({"properties": {"q": {"type": "string"}}, "required": ["q"]}),
             ));
         }
-        for name in self
+        for (name, description) in self
             .added
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
         {
-            tools.push(tool(
-                name,
-                &format!("Dynamically added tool {name}."),
-                json!({"type": "object"}),
-            ));
+            let description = description
+                .clone()
+                .unwrap_or_else(|| format!("Dynamically added tool {name}."));
+            tools.push(tool(name, &description, json!({"type": "object"})));
+        }
+        let edits = self.edits.lock().unwrap_or_else(PoisonError::into_inner);
+        for tool in &mut tools {
+            if let Some(description) = edits.descriptions.get(tool.name.as_ref()) {
+                tool.description = Some(description.clone().into());
+            }
+            if let Some(to) = edits.renames.get(tool.name.as_ref()) {
+                tool.name = to.clone().into();
+            }
         }
         tools
+    }
+
+    async fn edit(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let (Some(name), description, to) = (
+            string_arg(request, "name"),
+            string_arg(request, "description"),
+            string_arg(request, "to"),
+        ) else {
+            return CallToolResult::error(vec![ContentBlock::text("`name` is required")]);
+        };
+        {
+            let mut edits = self.edits.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(description) = description {
+                edits.descriptions.insert(name.clone(), description);
+            }
+            if let Some(to) = to {
+                edits.renames.insert(name.clone(), to);
+            }
+        }
+        if let Err(error) = context.peer.notify_tool_list_changed().await {
+            eprintln!("cannot send list_changed: {error}");
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("changed {name}"))])
     }
 
     async fn change_list(
         &self,
         name: Option<String>,
+        description: Option<String>,
         add: bool,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -197,7 +327,7 @@ impl TestServer {
         {
             let mut added = self.added.lock().unwrap_or_else(PoisonError::into_inner);
             if add {
-                added.insert(name.clone());
+                added.insert(name.clone(), description);
             } else {
                 added.remove(&name);
             }
@@ -228,6 +358,21 @@ impl ServerHandler for TestServer {
             Some(instructions) => info.with_instructions(instructions.clone()),
             None => info,
         }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.args.initialize_delay_ms > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(
+                self.args.initialize_delay_ms,
+            ))
+            .await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(
@@ -291,13 +436,19 @@ impl ServerHandler for TestServer {
                 string_arg(&request, "message").unwrap_or_else(|| "failed".to_owned()),
             )]),
             "add_tool" => {
-                self.change_list(string_arg(&request, "name"), true, &context)
-                    .await
+                self.change_list(
+                    string_arg(&request, "name"),
+                    string_arg(&request, "description"),
+                    true,
+                    &context,
+                )
+                .await
             }
             "remove_tool" => {
-                self.change_list(string_arg(&request, "name"), false, &context)
+                self.change_list(string_arg(&request, "name"), None, false, &context)
                     .await
             }
+            "set_description" | "rename_tool" => self.edit(&request, &context).await,
             "hang" => {
                 context.ct.cancelled().await;
                 self.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -308,6 +459,20 @@ impl ServerHandler for TestServer {
                 "calls": self.calls.load(Ordering::Relaxed),
             })),
             "crash" => std::process::exit(101),
+            "sum" if self.args.rich => {
+                let number = |key: &str| {
+                    request
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .and_then(Value::as_f64)
+                };
+                match (number("a"), number("b")) {
+                    (Some(a), Some(b)) => CallToolResult::structured(json!({"sum": a + b})),
+                    _ => return Err(ErrorData::invalid_params("sum needs numbers a and b", None)),
+                }
+            }
+            "miscount" if self.args.rich => CallToolResult::structured(json!({"count": "many"})),
             name if self.tools().iter().any(|t| t.name == name) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("called {name}"))])
             }
@@ -406,9 +571,18 @@ async fn main() {
                 }
             }
         });
+    let mut edits = Edits::default();
+    for entry in &args.descriptions {
+        let Some((tool, text)) = entry.split_once('=') else {
+            eprintln!("--description takes TOOL=TEXT, not `{entry}`");
+            std::process::exit(2);
+        };
+        edits.descriptions.insert(tool.to_owned(), text.to_owned());
+    }
     let server = TestServer {
         args: Arc::new(args.clone()),
         added: Arc::default(),
+        edits: Arc::new(Mutex::new(edits)),
         cancelled: Arc::default(),
         calls: Arc::default(),
     };

@@ -111,7 +111,7 @@ fn errors_name_key_location_and_allowed_values() {
         (key.as_str(), line),
         ("core_tools.run_command.env_inherit", 3)
     );
-    assert!(message.contains("not a glob"), "{message}");
+    assert!(message.contains("`LC_[` is not a valid glob"), "{message}");
     assert!(allowed.contains("LC_*"), "{allowed}");
     let (key, _, _, message, _) =
         invalid("core_tools:\n  run_command:\n    env_inherit: [PATH, \" \"]\n");

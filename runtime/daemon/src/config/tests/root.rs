@@ -290,3 +290,62 @@ fn embedded_default_is_valid() {
     let loaded = embedded_default().unwrap();
     assert!(loaded.warnings.is_empty());
 }
+
+#[test]
+fn discovery_prefers_the_current_directory_then_the_user_config_dir() {
+    use std::ffi::OsStr;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("project");
+    let xdg = dir.path().join("xdg");
+    let home = dir.path().join("home");
+    for d in [&cwd, &xdg.join("quiver"), &home.join(".config/quiver")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let find = |xdg_value: Option<&Path>| {
+        discover_in(
+            None,
+            &cwd,
+            xdg_value.map(Path::as_os_str),
+            Some(home.as_os_str()),
+        )
+    };
+    // Nothing anywhere: the embedded default, naming where it looked.
+    match find(Some(&xdg)) {
+        ConfigOrigin::Embedded(looked) => assert_eq!(
+            looked,
+            [cwd.join("quiver.yaml"), xdg.join("quiver/quiver.yaml")]
+        ),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(home.join(".config/quiver/quiver.yaml"), "").unwrap();
+    // XDG_CONFIG_HOME set: ~/.config is not its fallback.
+    assert!(matches!(find(Some(&xdg)), ConfigOrigin::Embedded(_)));
+    assert_eq!(
+        find(None),
+        ConfigOrigin::UserConfig(home.join(".config/quiver/quiver.yaml"))
+    );
+    assert_eq!(
+        discover_in(None, &cwd, Some(OsStr::new("")), Some(home.as_os_str())),
+        ConfigOrigin::UserConfig(home.join(".config/quiver/quiver.yaml"))
+    );
+    std::fs::write(xdg.join("quiver/quiver.yaml"), "").unwrap();
+    assert_eq!(
+        find(Some(&xdg)),
+        ConfigOrigin::UserConfig(xdg.join("quiver/quiver.yaml"))
+    );
+    // A relative XDG_CONFIG_HOME is ignored (the XDG spec).
+    assert_eq!(
+        find(Some(Path::new("relative"))),
+        ConfigOrigin::UserConfig(home.join(".config/quiver/quiver.yaml"))
+    );
+    std::fs::write(cwd.join("quiver.yaml"), "").unwrap();
+    assert_eq!(
+        find(Some(&xdg)),
+        ConfigOrigin::CurrentDir(cwd.join("quiver.yaml"))
+    );
+    let given = PathBuf::from("/elsewhere/q.yaml");
+    assert_eq!(
+        discover_in(Some(&given), &cwd, None, None),
+        ConfigOrigin::Given(given)
+    );
+}

@@ -1,0 +1,185 @@
+//! Search segments per source, shared by every catalog of an
+//! [`Assembler`](crate::assembly::Assembler), and the background pass that
+//! builds them when the registry publishes, so a change to one source
+//! re-indexes that source only and a search never waits for an index.
+//!
+//! A segment is keyed by its source and exactly the tools (by pointer: the
+//! registry keeps the `Arc` of an unchanged tool) and description it was
+//! built from; a catalog's index is its groups' segments combined (see
+//! [`Retriever::from_segments`]), a few steps per segment. Per-source
+//! derived data that takes long to compute (per-tool vectors, say) belongs
+//! in [`Segment`] too, built here, off the request path.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::catalog::{CatalogGroup, Retriever};
+use crate::settings::SearchMode;
+use quiver_search::classic::ClassicSegment;
+use quiver_search::enhanced::EnhancedSegment;
+use quiver_tool::tool::{Tool, ToolSource};
+
+/// One source's part of a catalog's search index, of the configured mode.
+#[derive(Debug, Clone)]
+pub enum Segment {
+    /// BM25 (mode `classic`).
+    Classic(Arc<ClassicSegment>),
+    /// BM25F with analysis (mode `enhanced`).
+    Enhanced(Arc<EnhancedSegment>),
+}
+
+impl Segment {
+    /// Indexes one catalog group.
+    pub fn build(mode: SearchMode, group: &CatalogGroup) -> Segment {
+        match mode {
+            SearchMode::Classic => Segment::Classic(Arc::new(ClassicSegment::build(group.tools()))),
+            SearchMode::Enhanced => Segment::Enhanced(Arc::new(EnhancedSegment::build(
+                group.description(),
+                group.tools(),
+            ))),
+        }
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        match self {
+            Segment::Classic(segment) => segment.len(),
+            Segment::Enhanced(segment) => segment.len(),
+        }
+    }
+
+    /// Whether no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+struct Cached {
+    tools: Vec<Arc<Tool>>,
+    description: Option<Arc<str>>,
+    segment: Segment,
+    /// The pass that last used it.
+    used: u64,
+}
+
+impl Cached {
+    fn matches(&self, group: &CatalogGroup) -> bool {
+        self.description.as_deref() == group.description()
+            && self.tools.len() == group.tools().len()
+            && self
+                .tools
+                .iter()
+                .zip(group.tools())
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+/// Segments by source, for one search mode.
+pub struct SegmentCache {
+    mode: SearchMode,
+    entries: Mutex<HashMap<ToolSource, Vec<Cached>>>,
+    /// Counts background passes; entries unused for two are dropped.
+    pass: AtomicU64,
+}
+
+impl std::fmt::Debug for SegmentCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentCache")
+            .field("mode", &self.mode)
+            .field("segments", &self.len())
+            .finish()
+    }
+}
+
+impl SegmentCache {
+    /// An empty cache of `mode` segments.
+    pub fn new(mode: SearchMode) -> SegmentCache {
+        SegmentCache {
+            mode,
+            entries: Mutex::new(HashMap::new()),
+            pass: AtomicU64::new(0),
+        }
+    }
+
+    /// The search mode.
+    pub fn mode(&self) -> SearchMode {
+        self.mode
+    }
+
+    fn lookup(&self, group: &CatalogGroup) -> Option<Segment> {
+        let pass = self.pass.load(Ordering::Relaxed);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let cached = entries
+            .get_mut(group.source())?
+            .iter_mut()
+            .find(|c| c.matches(group))?;
+        cached.used = pass;
+        Some(cached.segment.clone())
+    }
+
+    fn insert(&self, group: &CatalogGroup, segment: Segment) {
+        let pass = self.pass.load(Ordering::Relaxed);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let variants = entries.entry(group.source().clone()).or_default();
+        if variants.iter().any(|c| c.matches(group)) {
+            return;
+        }
+        variants.push(Cached {
+            tools: group.tools().to_vec(),
+            description: group.description_arc().cloned(),
+            segment,
+            used: pass,
+        });
+    }
+
+    /// The index over `groups` from cached segments alone, if every one is
+    /// cached.
+    pub fn compose_cached(&self, groups: &[CatalogGroup]) -> Option<Retriever> {
+        let segments: Option<Vec<Segment>> = groups.iter().map(|g| self.lookup(g)).collect();
+        Some(Retriever::from_segments(self.mode, segments?))
+    }
+
+    /// The index over `groups`, building (and caching) the segments that
+    /// are missing.
+    pub fn compose(&self, groups: &[CatalogGroup]) -> Retriever {
+        let segments = groups
+            .iter()
+            .map(|group| {
+                self.lookup(group).unwrap_or_else(|| {
+                    let segment = Segment::build(self.mode, group);
+                    self.insert(group, segment.clone());
+                    segment
+                })
+            })
+            .collect();
+        Retriever::from_segments(self.mode, segments)
+    }
+
+    /// Starts a background pass: what it uses is kept.
+    pub(crate) fn begin_pass(&self) {
+        self.pass.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Ends a pass: drops the segments that neither it nor the one before
+    /// used (sources that changed or left, scopes no longer used).
+    pub(crate) fn end_pass(&self) {
+        let keep_from = self.pass.load(Ordering::Relaxed).saturating_sub(1);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.retain(|_, variants| {
+            variants.retain(|c| c.used >= keep_from);
+            !variants.is_empty()
+        });
+    }
+
+    /// Number of cached segments.
+    pub fn len(&self) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.values().map(Vec::len).sum()
+    }
+
+    /// Whether no segment is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,321 @@
+//! The segmented index against one index built over every tool at once
+//! (`reference`): random add, remove and replace sequences over servers of
+//! the shared catalogs, with segments reused for the servers that did not
+//! change, must give the same results, in the same order, with the same
+//! scores (to 1e-9), for the reference queries and for typo, compound,
+//! prefix, exact-name and `server:` queries.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use proptest::prelude::*;
+use quiver_tool::naming::mcp_tool_name;
+use quiver_tool::tool::{Tool, ToolSource, ToolSpec};
+use serde_json::Value;
+
+use super::reference;
+use super::{EnhancedIndex, EnhancedSegment};
+use crate::classic::{ClassicSegment, Scored, SearchIndex};
+
+fn catalogs_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/catalogs")
+}
+
+fn read(file: &str) -> Value {
+    let path = catalogs_dir().join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is readable: {e}", path.display()));
+    serde_json::from_str(&text).expect("catalog is JSON")
+}
+
+/// A server as the pool holds it: name, description, tool specs.
+#[derive(Clone)]
+struct Server {
+    name: String,
+    description: String,
+    specs: Vec<ToolSpec>,
+}
+
+fn servers_of(file: &str) -> Vec<Server> {
+    read(file)["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|server| Server {
+            name: server["name"].as_str().expect("name").to_owned(),
+            description: server["description"].as_str().unwrap_or("").to_owned(),
+            specs: server["tools"]
+                .as_array()
+                .expect("tools")
+                .iter()
+                .map(|tool| {
+                    ToolSpec::new(
+                        tool["name"].as_str().expect("tool name"),
+                        tool["description"].as_str().unwrap_or(""),
+                        tool.get("inputSchema")
+                            .cloned()
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    )
+                    .with_operation(tool["api_call"].as_str().map(str::to_owned))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Small and mid-sized servers of two catalogs (the largest are left out
+/// so a case stays fast in debug builds), and gorilla's tools, which make
+/// the same calls under several names.
+fn pool() -> &'static [Server] {
+    static POOL: OnceLock<Vec<Server>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut pool: Vec<Server> = servers_of("mcp-popular.json")
+            .into_iter()
+            .filter(|s| s.specs.len() <= 30)
+            .collect();
+        pool.extend(
+            servers_of("livemcpbench.json")
+                .into_iter()
+                .filter(|s| s.specs.len() <= 12)
+                .take(20),
+        );
+        if let Some(mut gorilla) = servers_of("gorilla-apibench.json").into_iter().next() {
+            gorilla.specs.truncate(60);
+            pool.push(gorilla);
+        }
+        // Names must be distinct: the catalogs share a few.
+        let mut seen = std::collections::HashSet::new();
+        pool.retain(|s| seen.insert(s.name.clone()));
+        pool
+    })
+}
+
+fn queries() -> &'static [String] {
+    static QUERIES: OnceLock<Vec<String>> = OnceLock::new();
+    QUERIES.get_or_init(|| {
+        let file = read("queries/tool-search-mcp.json");
+        let mut queries: Vec<String> = file["queries"]
+            .as_array()
+            .expect("queries")
+            .iter()
+            .step_by(4)
+            .map(|q| q["query"].as_str().expect("query").to_owned())
+            .collect();
+        queries.extend(
+            [
+                "naviagte the brwser",
+                "websearch for news",
+                "summarization of a page",
+                "screenshotting",
+                "read_file",
+                "mcp_filesystem_read_file and list",
+                "server:github create issue",
+                "server:time what time is it",
+                "save the notes to /root/notes/today.md",
+                "historical weather",
+                "find docs for a library",
+                "delete the repo",
+                "lookup",
+            ]
+            .map(str::to_owned),
+        );
+        queries
+    })
+}
+
+/// The tools of one server as a registry lists them: exposed names, sorted,
+/// each knowing its position in the server's list.
+fn tools_of(server: &Server) -> Vec<Arc<Tool>> {
+    let source = ToolSource::Mcp(server.name.clone());
+    let mut tools: Vec<Arc<Tool>> = server
+        .specs
+        .iter()
+        .enumerate()
+        .map(|(position, spec)| {
+            Arc::new(
+                Tool::new(
+                    mcp_tool_name(&server.name, &spec.name),
+                    source.clone(),
+                    spec,
+                )
+                .at_position(position as u32),
+            )
+        })
+        .collect();
+    tools.sort_by(|a, b| a.name().cmp(b.name()));
+    tools.dedup_by(|a, b| a.name() == b.name());
+    tools
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    /// Adds the pool's server (or replaces it when present).
+    Add(usize),
+    /// Removes the n-th present server.
+    Remove(usize),
+    /// Replaces the n-th present server by a variant: every `keep`-th of
+    /// its tools kept, its description replaced.
+    Replace(usize, usize),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        3 => (0..64usize).prop_map(Change::Add),
+        1 => (0..64usize).prop_map(Change::Remove),
+        2 => ((0..64usize), (1..4usize)).prop_map(|(n, keep)| Change::Replace(n, keep)),
+    ]
+}
+
+/// What the catalog holds: per server, its tools, description and the
+/// segments built for them (reused until the server changes).
+#[derive(Default)]
+struct State {
+    servers: BTreeMap<String, Entry>,
+}
+
+struct Entry {
+    description: String,
+    tools: Vec<Arc<Tool>>,
+    enhanced: Arc<EnhancedSegment>,
+    classic: Arc<ClassicSegment>,
+}
+
+impl State {
+    fn set(&mut self, name: &str, description: String, tools: Vec<Arc<Tool>>) {
+        let described = (!description.is_empty()).then_some(description.as_str());
+        let enhanced = Arc::new(EnhancedSegment::build(described, &tools));
+        let classic = Arc::new(ClassicSegment::build(&tools));
+        self.servers.insert(
+            name.to_owned(),
+            Entry {
+                description,
+                tools,
+                enhanced,
+                classic,
+            },
+        );
+    }
+
+    fn apply(&mut self, change: &Change) {
+        let pool = pool();
+        match *change {
+            Change::Add(n) => {
+                let server = &pool[n % pool.len()];
+                self.set(&server.name, server.description.clone(), tools_of(server));
+            }
+            Change::Remove(n) => {
+                if let Some(name) = self.nth(n) {
+                    self.servers.remove(&name);
+                }
+            }
+            Change::Replace(n, keep) => {
+                if let Some(name) = self.nth(n) {
+                    let server = pool.iter().find(|s| s.name == name).expect("pooled");
+                    let mut variant = server.clone();
+                    variant.specs = variant.specs.into_iter().step_by(keep).collect();
+                    let description = format!("{} (variant {keep})", server.description);
+                    self.set(&name, description, tools_of(&variant));
+                }
+            }
+        }
+    }
+
+    fn nth(&self, n: usize) -> Option<String> {
+        let count = self.servers.len();
+        (count > 0).then(|| self.servers.keys().nth(n % count).cloned())?
+    }
+}
+
+fn same(label: &str, query: &str, segmented: &[Scored], full: &[Scored]) {
+    let names = |hits: &[Scored]| -> Vec<String> {
+        hits.iter().map(|h| h.tool.name().to_owned()).collect()
+    };
+    assert_eq!(
+        names(segmented),
+        names(full),
+        "{label}: order differs for {query:?}"
+    );
+    for (a, b) in segmented.iter().zip(full) {
+        assert!(
+            (a.score - b.score).abs() <= 1e-9,
+            "{label}: {} scores {} segmented, {} in one index, for {query:?}",
+            a.tool.name(),
+            a.score,
+            b.score
+        );
+    }
+}
+
+fn check(state: &State) {
+    let entries: Vec<&Entry> = state.servers.values().collect();
+    let segmented =
+        EnhancedIndex::from_segments(entries.iter().map(|e| e.enhanced.clone()).collect());
+    let full = reference::EnhancedIndex::build_described(entries.iter().map(|e| {
+        (
+            (!e.description.is_empty()).then_some(e.description.as_str()),
+            e.tools.as_slice(),
+        )
+    }));
+    let classic = SearchIndex::from_segments(entries.iter().map(|e| e.classic.clone()).collect());
+    let classic_full = SearchIndex::build(entries.iter().flat_map(|e| e.tools.iter()));
+    assert_eq!(segmented.len(), full.len());
+    for query in queries() {
+        same(
+            "enhanced",
+            query,
+            &segmented.search(query, 10),
+            &full.search(query, 10),
+        );
+        same(
+            "classic",
+            query,
+            &classic.search(query, 10),
+            &classic_full.search(query, 10),
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn segments_score_as_one_index_through_any_change_sequence(
+        initial in proptest::collection::vec(0..64usize, 1..6),
+        changes in proptest::collection::vec(change(), 1..6),
+    ) {
+        let mut state = State::default();
+        for n in initial {
+            state.apply(&Change::Add(n));
+        }
+        check(&state);
+        for change in &changes {
+            state.apply(change);
+            check(&state);
+        }
+    }
+}
+
+#[test]
+fn an_empty_catalog_and_empty_segments_find_nothing() {
+    let empty = EnhancedIndex::from_segments(vec![Arc::new(EnhancedSegment::build(None, &[]))]);
+    assert!(empty.is_empty());
+    assert!(empty.search("anything", 5).is_empty());
+    let server = &pool()[0];
+    let tools = tools_of(server);
+    let with_gaps = EnhancedIndex::from_segments(vec![
+        Arc::new(EnhancedSegment::build(None, &[])),
+        Arc::new(EnhancedSegment::build(None, &tools)),
+        Arc::new(EnhancedSegment::build(None, &[])),
+    ]);
+    let full = reference::EnhancedIndex::build(tools.iter());
+    let query = tools[0].original_name().to_owned();
+    same(
+        "gaps",
+        &query,
+        &with_gaps.search(&query, 5),
+        &full.search(&query, 5),
+    );
+    assert!(!with_gaps.search(&query, 5).is_empty());
+}
