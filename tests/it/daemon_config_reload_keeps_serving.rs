@@ -3,6 +3,7 @@
 //! added, tool search switched off: the next assembly shows it), the
 //! daemon keeps running with the same `daemon.json`; a config with errors
 //! is refused with every error, and the old config keeps serving turns.
+//! Each reload is told on stderr in the startup summary's lines.
 
 use quiver_tests::daemon;
 use quiver_tests::model;
@@ -71,6 +72,9 @@ fn server_state(status: &Value, name: &str) -> Option<String> {
         .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
 }
 
+/// How long a summary line may take to come.
+const WAIT: Duration = Duration::from_secs(60);
+
 fn hang_up(pid: u32) {
     let sent = std::process::Command::new("kill")
         .args(["-HUP", &pid.to_string()])
@@ -90,7 +94,14 @@ async fn sighup_and_the_api_apply_a_good_config_and_refuse_a_bad_one() {
     let fixture = Fixture::new();
     write_config(&fixture, &model.base_url, &["test"], false, "");
     let config = fixture.path().join("quiver.yaml");
-    let mut daemon = TestDaemon::start(&config, &fixture.state());
+    let mut command = quiver_tests::quiver_command();
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .stderr(std::process::Stdio::piped());
+    let mut daemon = TestDaemon::spawn(command, &fixture.state());
+    let lines = daemon.stderr_lines();
     let before = daemon_file(&fixture.state());
     let status = status_until(&daemon, "server test ready", |s| {
         server_state(s, "test").as_deref() == Some("ready")
@@ -133,6 +144,21 @@ async fn sighup_and_the_api_apply_a_good_config_and_refuse_a_bad_one() {
         "{names:?}"
     );
     assert!(names.contains(&"word_count".to_owned()), "{names:?}");
+    // Told as the startup summary tells a start.
+    let reloaded = lines.wait_for("reloaded (generation 2)", WAIT);
+    assert!(
+        reloaded.starts_with(&format!("config {} reloaded", config.display()))
+            && reloaded.contains("mcp_servers")
+            && reloaded.contains("tools.tool_search"),
+        "{reloaded}"
+    );
+    lines.wait_for("mcp server test: removed by the reload", WAIT);
+    lines.wait_for("mcp server other (stdio): ready, 12 tools", WAIT);
+    let probe = lines.wait_for("default model scripted", WAIT);
+    assert!(probe.contains("answered a probe"), "{probe}");
+    // Tool search is off now: nothing saved.
+    let saving = lines.wait_for("(tier 0,", WAIT);
+    assert!(saving.starts_with("tool search: "), "{saving}");
     // Still the same daemon, still where daemon.json says.
     assert_eq!(daemon_file(&fixture.state()), before);
     assert_eq!(before["pid"], daemon.pid());
@@ -150,6 +176,11 @@ async fn sighup_and_the_api_apply_a_good_config_and_refuse_a_bad_one() {
     })
     .await;
     assert_eq!(status["config"]["generation"], 2, "{status}");
+    let refused = lines.wait_for("refused, the running config keeps serving", WAIT);
+    assert!(
+        refused.contains("tool_serch") && refused.contains("nobody"),
+        "{refused}"
+    );
     let errors = status["config"]["last_reload"]["errors"].to_string();
     assert!(
         errors.contains("tool_serch") && errors.contains("nobody"),

@@ -108,6 +108,7 @@ mod plugin_lifecycle_config_log_and_shutdown;
 mod plugin_loads_and_serves_calls;
 mod plugin_mistakes_are_refused_before_load;
 mod plugin_panic_becomes_error;
+mod plugin_reconfigure_applies_a_changed_config_section;
 mod plugin_reload_cycles_lose_no_call;
 mod plugin_removal_drops_tools_from_next_assembly;
 mod plugin_replaced_by_rename_serves_new_calls;
