@@ -527,21 +527,26 @@ fn prepare(
     protected.extend(options.config_file.clone());
     let mut core = CoreToolSet::protecting(&config.core_tools, &protected)?;
     let state_real = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    // Said once, not again by every reload that leaves the core tools be.
+    let tell =
+        old.is_none_or(|old| format!("{:?}", old.core_tools) != format!("{:?}", config.core_tools));
     if state_real.starts_with(core.workspace_root()) {
         // The file tools refuse protected paths, but a command's
         // sandbox can only allow whole trees: it would see the state.
         let run_command = quiver_core_tools::CoreToolName::RunCommand;
         if options.config_file.is_none() && config.core_tools.is_enabled(run_command) {
             // The embedded default never offers it there.
-            tracing::warn!(
-                state_dir = %state_dir.display(),
-                workspace = %core.workspace_root().display(),
-                "the embedded default was started in a directory that holds its state directory: run_command is not offered (its sandbox could not keep the token out); start quiver in a project directory, or pass --config with core_tools.workspace set"
-            );
+            if tell {
+                tracing::warn!(
+                    state_dir = %state_dir.display(),
+                    workspace = %core.workspace_root().display(),
+                    "the embedded default was started in a directory that holds its state directory: run_command is not offered (its sandbox could not keep the token out); start quiver in a project directory, or pass --config with core_tools.workspace set"
+                );
+            }
             let mut core_tools = config.core_tools.clone();
             core_tools.enabled.retain(|tool| *tool != run_command);
             core = CoreToolSet::protecting(&core_tools, &protected)?;
-        } else {
+        } else if tell {
             tracing::warn!(
                 state_dir = %state_dir.display(),
                 workspace = %core.workspace_root().display(),
