@@ -244,6 +244,20 @@ async fn sighup_and_the_api_apply_a_good_config_and_refuse_a_bad_one() {
     .await;
     let (_, catalog) = daemon.get("/v1/catalog").await;
     assert_eq!(catalog["tier"], 1, "{catalog}");
+    // Counted for Prometheus: two applied, three refused, generation 3.
+    let (status, metrics) = daemon.get("/metrics").await;
+    assert_eq!(status, 200, "{metrics}");
+    let metrics = metrics.as_str().unwrap();
+    for series in [
+        "quiver_config_reloads_total{outcome=\"applied\"} 2",
+        "quiver_config_reloads_total{outcome=\"refused\"} 3",
+        "quiver_config_generation 3",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "no {series}:\n{metrics}"
+        );
+    }
 
     // SIGTERM still stops it cleanly.
     daemon.stop();

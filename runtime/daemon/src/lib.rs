@@ -667,6 +667,7 @@ impl Daemon {
             approver: &approver,
         };
         let (applied, sources) = prepare(&parts, config, None)?;
+        metrics::gauge!("quiver_config_generation").set(1.0);
         let feed_config = applied.config.feed.clone();
         let feed = Arc::new(ActivityFeed::new(
             feed_config.redact.clone(),
@@ -885,6 +886,12 @@ impl Daemon {
             .reloads
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let label = if outcome.is_ok() {
+            "applied"
+        } else {
+            "refused"
+        };
+        metrics::counter!("quiver_config_reloads_total", "outcome" => label).increment(1);
         match outcome {
             Ok(()) => {
                 history.applied += 1;
@@ -903,7 +910,9 @@ impl Daemon {
                 }));
             }
         }
-        history.applied + 1
+        let generation = history.applied + 1;
+        metrics::gauge!("quiver_config_generation").set(generation as f64);
+        generation
     }
 
     /// The validated config in force (replaced whole by a reload).
