@@ -78,6 +78,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
                 approver: Some(approver),
                 watch_plugins: false,
                 config_file: origin.file().map(std::path::Path::to_path_buf),
+                overrides: Default::default(),
             },
         )
         .await?;

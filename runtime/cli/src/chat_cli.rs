@@ -81,6 +81,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 approver: Some(Arc::new(approver)),
                 watch_plugins: true,
                 config_file: origin.file().map(std::path::Path::to_path_buf),
+                overrides: Default::default(),
             },
         )
         .await?;

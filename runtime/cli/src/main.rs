@@ -514,6 +514,7 @@ fn live_sources<T>(
                 approver: Some(std::sync::Arc::new(quiver_dispatch::approval::DenyAll)),
                 watch_plugins: false,
                 config_file: origin.file().map(Path::to_path_buf),
+                overrides: Default::default(),
             },
         )
         .await?;

@@ -1,7 +1,8 @@
 //! `quiver serve`: runs the daemon. Over HTTP (the API under `/v1` and the
 //! MCP gateway at `/mcp`, on loopback unless `--allow-non-loopback`), or
 //! as an MCP server on stdin/stdout with `--stdio` (for `claude mcp add`
-//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM.
+//! and other MCP clients). Stops cleanly on SIGINT or SIGTERM; SIGHUP
+//! reloads the config (`Daemon::reload`, as `POST /v1/reload` does).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use quiver_daemon::config::{Config, ConfigOrigin};
 use quiver_daemon::gateway::{GatewayHandler, GatewayIdentity};
-use quiver_daemon::{Daemon, DaemonOptions, api, auth, locks, startup};
+use quiver_daemon::{ConfigOverrides, Daemon, DaemonOptions, api, auth, locks, startup};
 use quiver_dispatch::approval::DenyAll;
 
 /// The file in the state directory that tells other commands where a
@@ -93,12 +94,11 @@ pub(crate) struct ServeArgs {
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
     let origin = quiver_daemon::config::discover(args.config.as_deref());
     let mut config = crate::load_config_from(&origin)?.config;
-    if let Some(listen) = args.listen {
-        config.serve.listen = listen;
-    }
-    if let Some(dir) = &args.state_dir {
-        config.serve.state_dir = Some(dir.clone());
-    }
+    let overrides = ConfigOverrides {
+        listen: args.listen,
+        state_dir: args.state_dir.clone(),
+    };
+    overrides.apply(&mut config);
     if !args.stdio && !config.serve.listen.ip().is_loopback() && !args.allow_non_loopback {
         bail!(
             "refusing to listen on {}: not a loopback address; pass --allow-non-loopback to accept connections from other machines",
@@ -115,9 +115,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let outcome = runtime.block_on(async move {
         if args.stdio {
-            serve_stdio(config, origin, args.grants, args.dev).await
+            serve_stdio(config, origin, overrides, args.grants, args.dev).await
         } else {
-            serve_http(config, origin, args.allow_non_loopback, args.dev).await
+            serve_http(config, origin, overrides, args.allow_non_loopback, args.dev).await
         }
     });
     // Connections a forced stop left open, or stdin's blocking reader, must
@@ -130,6 +130,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode> {
 async fn serve_stdio(
     config: Config,
     origin: ConfigOrigin,
+    overrides: ConfigOverrides,
     grants: Vec<String>,
     dev: bool,
 ) -> Result<()> {
@@ -145,12 +146,19 @@ async fn serve_stdio(
             dev,
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: true,
-            config_file: origin.file().map(Path::to_path_buf),
+            // Absolute: a reload reads the same file whatever the
+            // current directory is by then.
+            config_file: origin
+                .file()
+                .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
+            overrides,
         },
     )
     .await?;
     // stderr is free: stdout carries the protocol.
     startup::report(&daemon, &origin, &startup::Endpoints::default());
+    // Reload outcomes go to stderr only, too.
+    let reloads = watch_for_reloads(daemon.clone(), CancellationToken::new())?;
     let handler = GatewayHandler::fixed(
         daemon.clone(),
         GatewayIdentity {
@@ -171,6 +179,7 @@ async fn serve_stdio(
         }
     };
     let outcome = running.waiting().await;
+    reloads.abort();
     // The last answers reach stdout before the process ends.
     transport.finish(Duration::from_secs(2)).await;
     daemon.shutdown().await;
@@ -179,7 +188,13 @@ async fn serve_stdio(
     std::process::exit(0);
 }
 
-async fn serve_http(config: Config, origin: ConfigOrigin, any_host: bool, dev: bool) -> Result<()> {
+async fn serve_http(
+    config: Config,
+    origin: ConfigOrigin,
+    overrides: ConfigOverrides,
+    any_host: bool,
+    dev: bool,
+) -> Result<()> {
     let listen = config.serve.listen;
     let daemon = Daemon::start(
         config,
@@ -187,7 +202,12 @@ async fn serve_http(config: Config, origin: ConfigOrigin, any_host: bool, dev: b
             dev,
             approver: None,
             watch_plugins: true,
-            config_file: origin.file().map(Path::to_path_buf),
+            // Absolute: a reload reads the same file whatever the
+            // current directory is by then.
+            config_file: origin
+                .file()
+                .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
+            overrides,
         },
     )
     .await?;
@@ -227,6 +247,10 @@ async fn serve_started(
     any_host: bool,
 ) -> Result<()> {
     let token = auth::load_or_create_token(daemon.state_dir())?;
+    let shutdown = CancellationToken::new();
+    // Watched before anyone can learn where the daemon listens, so a
+    // SIGHUP sent as soon as it is up reloads instead of ending it.
+    watch_for_reloads(daemon.clone(), shutdown.clone())?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -257,7 +281,6 @@ async fn serve_started(
             token_file: Some(token_file.clone()),
         },
     );
-    let shutdown = CancellationToken::new();
     let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
     let signal = shutdown.clone();
     tokio::spawn(async move {
@@ -292,6 +315,27 @@ async fn forced_stop(shutdown: &CancellationToken) {
             );
         }
     }
+}
+
+/// Reloads the config on every SIGHUP until `stop` fires; the reload
+/// says in summary lines (stderr and the log) what was applied or why it
+/// was refused.
+fn watch_for_reloads(
+    daemon: Arc<Daemon>,
+    stop: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                received = hangups.recv() => if received.is_none() { break },
+            }
+            // The outcome is reported as summary lines (stderr and log).
+            let _ = daemon.reload().await;
+        }
+    }))
 }
 
 async fn wait_for_signal() {

@@ -198,6 +198,7 @@ async fn local_status(
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: false,
             config_file: None,
+            overrides: Default::default(),
         },
     )
     .await?;

@@ -181,6 +181,7 @@ async fn accept_locally(
             approver: Some(Arc::new(DenyAll)),
             watch_plugins: false,
             config_file: None,
+            overrides: Default::default(),
         },
     )
     .await?;

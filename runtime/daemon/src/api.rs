@@ -9,9 +9,12 @@
 //! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt |
 //! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
-//! | `GET /v1/status` | plugins, MCP servers, models, sessions |
+//! | `GET /v1/status` | plugins, MCP servers, models, sessions, config generation and last reload |
+//! | `POST /v1/reload` | reads the config file again and applies it (as SIGHUP does); a config with errors is refused (`422 config_refused`, every error in `data.errors`) and the old one keeps serving |
 //! | `GET /v1/sessions`, `POST /v1/sessions` | list, create (`{grants?, model?, context_tokens?, parent?, id?}`) |
 //! | `GET /v1/sessions/{id}` | a session and its messages |
+//! | `PATCH /v1/sessions/{id}` | `{model?, grants?, context_tokens?}`: switches the model or the grant (a subagent's within its parent's) |
+//! | `DELETE /v1/sessions/{id}` | deletes the session, its messages and its subagents |
 //! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome |
 //! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first) |
 //! | `GET /v1/sessions/{id}/catalog`, `GET /v1/catalog` | the assembled tools, tier and listing (`?context_tokens=`, `?grant=a,b`) |
@@ -40,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::gateway::{GatewayHandler, GatewayIdentity};
-use super::{Daemon, DaemonError, NewSession, jsonrpc};
+use super::{Daemon, DaemonError, NewSession, SessionChange, jsonrpc};
 use quiver_dispatch::Decision;
 use quiver_dispatch::approval::queue::AnswerError;
 use quiver_store::{EventRecord, Store, StoreError};
@@ -74,6 +77,8 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// More about it, when there is more (`data` of the JSON body).
+    data: Option<Value>,
 }
 
 impl ApiError {
@@ -86,6 +91,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            data: None,
         }
     }
 }
@@ -96,11 +102,14 @@ impl From<DaemonError> for ApiError {
             DaemonError::UnknownSession(_) => StatusCode::NOT_FOUND,
             DaemonError::UnknownModel { .. }
             | DaemonError::BadRequest(_)
+            | DaemonError::UnknownGrant { .. }
             | DaemonError::Scope(_)
             | DaemonError::Glob(_) => StatusCode::BAD_REQUEST,
             DaemonError::Subagent(_) => StatusCode::FORBIDDEN,
+            DaemonError::ConfigRefused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             DaemonError::TurnBusy(_)
             | DaemonError::NoModel(_)
+            | DaemonError::SessionModelGone { .. }
             | DaemonError::NotAChat(_)
             | DaemonError::GatewaySessionTaken { .. } => StatusCode::CONFLICT,
             DaemonError::Model(_) | DaemonError::Turn(quiver_agent::TurnError::Model(_)) => {
@@ -116,7 +125,16 @@ impl From<DaemonError> for ApiError {
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, error.code(), error.to_string())
+        let data = match &error {
+            DaemonError::ConfigRefused { file, errors } => {
+                Some(json!({"file": file, "errors": errors}))
+            }
+            _ => None,
+        };
+        ApiError {
+            data,
+            ..ApiError::new(status, error.code(), error.to_string())
+        }
     }
 }
 
@@ -183,11 +201,11 @@ impl From<PathRejection> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status,
-            Json(json!({"error": self.code, "message": self.message})),
-        )
-            .into_response();
+        let mut body = json!({"error": self.code, "message": self.message});
+        if let Some(data) = self.data {
+            body["data"] = data;
+        }
+        let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -232,8 +250,14 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
+        .route("/v1/reload", post(reload))
         .route("/v1/sessions", get(list_sessions).post(create_session))
-        .route("/v1/sessions/{id}", get(get_session))
+        .route(
+            "/v1/sessions/{id}",
+            get(get_session)
+                .patch(update_session)
+                .delete(delete_session),
+        )
         .route(
             "/v1/sessions/{id}/messages",
             post(post_message).get(get_messages),
@@ -537,6 +561,10 @@ async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(state.daemon.status()?))
 }
 
+async fn reload(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!(state.daemon.reload().await?)))
+}
+
 async fn list_sessions(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!({"sessions": state.daemon.sessions()?})))
 }
@@ -548,6 +576,24 @@ async fn create_session(
     let request: NewSession = object_body(body)?;
     let record = state.daemon.create_session(request)?;
     Ok((StatusCode::CREATED, Json(json!(record))))
+}
+
+async fn update_session(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let change: SessionChange = object_body(body)?;
+    Ok(Json(json!(state.daemon.update_session(&id, change)?)))
+}
+
+async fn delete_session(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    Ok(Json(json!({"deleted": state.daemon.delete_session(&id)?})))
 }
 
 async fn get_session(
@@ -959,6 +1005,7 @@ async fn create_client(
         ));
     }
     Scope::new(client.grants.iter().cloned()).map_err(DaemonError::from)?;
+    state.daemon.check_grants(&client.grants)?;
     let token = format!("{CLIENT_TOKEN_PREFIX}{}", auth::random_hex(32));
     let stored = state.daemon.store().add_gateway_client(
         &client.name,

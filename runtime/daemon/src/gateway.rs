@@ -358,10 +358,8 @@ impl ServerHandler for GatewayHandler {
             .get_progress_token()
             .or_else(|| request.meta.as_ref().and_then(|m| m.get_progress_token()));
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let dispatch =
-            self.daemon
-                .dispatcher()
-                .dispatch(&live.session, &assembly, &request.name, &arguments);
+        let dispatcher = self.daemon.dispatcher();
+        let dispatch = dispatcher.dispatch(&live.session, &assembly, &request.name, &arguments);
         let dispatch = async {
             match progress_token {
                 Some(token) => {

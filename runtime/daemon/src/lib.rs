@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dashmap::DashMap;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinHandle;
 
@@ -106,6 +106,18 @@ pub enum DaemonError {
         /// The configured names.
         allowed: String,
     },
+    /// The session's model is no longer configured (a reload removed it).
+    #[error(
+        "session `{session}` uses model `{model}`, which is no longer configured; switch it with PATCH /v1/sessions/{session} {{\"model\": NAME}} (configured: {allowed})"
+    )]
+    SessionModelGone {
+        /// The session.
+        session: String,
+        /// Its model.
+        model: String,
+        /// The configured names.
+        allowed: String,
+    },
     /// The session has no model to talk to.
     #[error("session `{0}` has no model: configure one under `models` (and `default_model`)")]
     NoModel(String),
@@ -128,9 +140,27 @@ pub enum DaemonError {
     /// A gateway session cannot run turns.
     #[error("session `{0}` is an MCP gateway session, not a chat")]
     NotAChat(String),
+    /// A grant names no known toolset and matches no tool.
+    #[error(
+        "grant `{grant}` matches no toolset and no tool; known toolsets: {known} (a grant is a toolset or a glob over toolsets and tool names)"
+    )]
+    UnknownGrant {
+        /// The grant as given.
+        grant: String,
+        /// The toolsets there are, comma-joined.
+        known: String,
+    },
     /// A request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// A reloaded config was not applied; the one in force keeps serving.
+    #[error("config {file} not applied (the running config keeps serving): {}", errors.join("; "))]
+    ConfigRefused {
+        /// The file read.
+        file: String,
+        /// Every problem found.
+        errors: Vec<String>,
+    },
     /// Tool definitions could not be accepted.
     #[error(transparent)]
     Accept(#[from] quiver_mcp::AcceptError),
@@ -163,10 +193,13 @@ impl DaemonError {
             DaemonError::UnknownSession(_) => "unknown_session",
             DaemonError::UnknownModel { .. } => "unknown_model",
             DaemonError::NoModel(_) => "no_model",
+            DaemonError::SessionModelGone { .. } => "session_model_gone",
             DaemonError::TurnBusy(_) => "turn_in_progress",
             DaemonError::NotAChat(_) => "not_a_chat_session",
             DaemonError::GatewaySessionTaken { .. } => "session_id_taken",
             DaemonError::BadRequest(_) => "bad_request",
+            DaemonError::UnknownGrant { .. } => "unknown_grant",
+            DaemonError::ConfigRefused { .. } => "config_refused",
             DaemonError::Accept(e) => e.code(),
             DaemonError::Turn(e) => e.code(),
             DaemonError::TurnAborted { .. } => "turn_aborted",
@@ -184,8 +217,31 @@ pub struct DaemonOptions {
     /// Watch the plugin directories for changes (on for `serve` and `chat`).
     pub watch_plugins: bool,
     /// The config file it was started with, if any: kept from the core
-    /// tools with the state directory.
+    /// tools with the state directory, and read again by a reload.
     pub config_file: Option<PathBuf>,
+    /// What the command line sets over the file (applied again on reload).
+    pub overrides: ConfigOverrides,
+}
+
+/// Settings given on the command line, over the config file's.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigOverrides {
+    /// `--listen`: `serve.listen`.
+    pub listen: Option<std::net::SocketAddr>,
+    /// `--state-dir`: `serve.state_dir`.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl ConfigOverrides {
+    /// Sets what was given in `config`.
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(listen) = self.listen {
+            config.serve.listen = listen;
+        }
+        if let Some(dir) = &self.state_dir {
+            config.serve.state_dir = Some(dir.clone());
+        }
+    }
 }
 
 /// The smallest context window a session may have, in tokens.
@@ -250,26 +306,309 @@ pub struct NewSession {
     pub parent: Option<String>,
 }
 
+/// What a `PATCH` of a session changes; absent fields stay.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionChange {
+    /// Another model (a name under `models`); its context window comes
+    /// with it unless `context_tokens` is given.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Another grant (a subagent's stays within its parent's).
+    #[serde(default, alias = "toolsets")]
+    pub grants: Option<Vec<String>>,
+    /// Another context window.
+    #[serde(default)]
+    pub context_tokens: Option<u64>,
+}
+
 /// The running daemon.
 pub struct Daemon {
-    config: Config,
     state_dir: PathBuf,
     store: Arc<Store>,
     registry: Arc<ToolRegistry>,
     plugins: Arc<PluginHost>,
     mcp: Arc<McpHost>,
-    assembler: Arc<Assembler>,
-    dispatcher: Dispatcher,
     approvals: ApprovalQueue,
+    /// Who approves calls, kept to build the chain of each config.
+    approver: Arc<dyn Approver>,
     feed: Arc<ActivityFeed>,
-    models: BTreeMap<String, Arc<dyn ModelProvider>>,
-    agent: Agent,
+    /// What the config in force built; replaced whole by a reload.
+    applied: std::sync::RwLock<Arc<Applied>>,
+    options: DaemonOptions,
+    /// One reload at a time.
+    reloading: AsyncMutex<()>,
+    reloads: std::sync::Mutex<ReloadHistory>,
     sessions: DashMap<String, Arc<LiveSession>>,
-    core_workspace: PathBuf,
     started: Instant,
-    _watcher: Option<PluginWatcher>,
+    watcher: std::sync::Mutex<Option<PluginWatcher>>,
     persister: std::sync::Mutex<Option<JoinHandle<()>>>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+}
+
+/// What one config builds, swapped whole on a reload: a request or turn
+/// holds one `Arc` of it and sees one config throughout.
+struct Applied {
+    config: Arc<Config>,
+    assembler: Arc<Assembler>,
+    dispatcher: Dispatcher,
+    models: BTreeMap<String, Arc<dyn ModelProvider>>,
+    agent: Agent,
+    core_workspace: PathBuf,
+}
+
+impl Applied {
+    fn model(&self, name: &str) -> Result<&Arc<dyn ModelProvider>, DaemonError> {
+        self.models
+            .get(name)
+            .ok_or_else(|| DaemonError::UnknownModel {
+                name: name.to_owned(),
+                allowed: self.model_names(),
+            })
+    }
+
+    /// The configured model names, comma-joined (`none` when there is none).
+    fn model_names(&self) -> String {
+        if self.models.is_empty() {
+            "none".to_owned()
+        } else {
+            self.models.keys().cloned().collect::<Vec<_>>().join(", ")
+        }
+    }
+}
+
+/// The tool sources of a config, built and checked, waiting to be put in
+/// force by [`Daemon::apply_sources`].
+struct Sources {
+    core: CoreToolSet,
+    plugin_options: PluginHostOptions,
+    plugin_dirs: Vec<PathBuf>,
+    /// `Some`: the watcher to install (`Some(None)`: none, no directory
+    /// left); `None`: the directories did not change, keep the watcher.
+    watcher: Option<Option<PluginWatcher>>,
+    mcp_servers: Vec<quiver_mcp::McpServerConfig>,
+}
+
+/// What putting a config's sources in force changed.
+struct SourceChanges {
+    plugins_removed: Vec<PathBuf>,
+    plugins_failed: Vec<Value>,
+    mcp: quiver_mcp::McpChanges,
+}
+
+/// The daemon's parts a config is built against.
+struct Parts<'a> {
+    state_dir: &'a Path,
+    options: &'a DaemonOptions,
+    registry: &'a Arc<ToolRegistry>,
+    plugins: &'a Arc<PluginHost>,
+    mcp: &'a Arc<McpHost>,
+    approver: &'a Arc<dyn Approver>,
+}
+
+/// Reloads so far.
+#[derive(Debug, Clone, Default)]
+struct ReloadHistory {
+    applied: u64,
+    refused: u64,
+    last: Option<Value>,
+}
+
+/// What an applied reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// The config generation now in force (1 is the config of the start).
+    pub generation: u64,
+    /// The file read (or `<embedded default>`).
+    pub file: String,
+    /// Top-level sections whose settings differ from the old config.
+    pub changed: Vec<String>,
+    /// MCP servers added, removed and changed.
+    pub mcp_servers: quiver_mcp::McpChanges,
+    /// Plugin files whose tools left (their directory is no longer listed,
+    /// or `plugins.include` no longer takes them).
+    pub plugins_removed: Vec<PathBuf>,
+    /// Plugin files of the directories that did not load, with why.
+    pub plugins_failed: Vec<Value>,
+    /// Models no longer configured (sessions using them are told so on
+    /// their next turn, and can be switched with `PATCH`).
+    pub models_removed: Vec<String>,
+    /// Sections read only at start whose change waits for a restart.
+    pub restart_required: Vec<String>,
+    /// Values the new config had clamped.
+    pub warnings: Vec<String>,
+}
+
+/// The top-level sections whose settings differ between two configs.
+fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
+    // Debug text compares every field, whether or not a section's type
+    // implements `PartialEq`.
+    let sections: [(&str, String, String); 11] = [
+        (
+            "tools.tool_search",
+            format!("{:?}", old.tool_search),
+            format!("{:?}", new.tool_search),
+        ),
+        (
+            "plugins",
+            format!("{:?}", old.plugins),
+            format!("{:?}", new.plugins),
+        ),
+        (
+            "mcp_servers",
+            format!("{:?}", old.mcp_servers),
+            format!("{:?}", new.mcp_servers),
+        ),
+        (
+            "guardrails",
+            format!("{:?}", old.guardrails),
+            format!("{:?}", new.guardrails),
+        ),
+        (
+            "approval",
+            format!("{:?}", old.approval),
+            format!("{:?}", new.approval),
+        ),
+        ("feed", format!("{:?}", old.feed), format!("{:?}", new.feed)),
+        (
+            "core_tools",
+            format!("{:?}", old.core_tools),
+            format!("{:?}", new.core_tools),
+        ),
+        (
+            "models",
+            format!("{:?}", old.models),
+            format!("{:?}", new.models),
+        ),
+        (
+            "serve",
+            format!("{:?}", old.serve),
+            format!("{:?}", new.serve),
+        ),
+        (
+            "agent",
+            format!("{:?}", old.agent),
+            format!("{:?}", new.agent),
+        ),
+        (
+            "gateway",
+            format!("{:?}", old.gateway),
+            format!("{:?}", new.gateway),
+        ),
+    ];
+    sections
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, _, _)| name.to_owned())
+        .collect()
+}
+
+/// Builds everything `config` needs without putting any of it in force:
+/// the core tools, the chain, the models, the agent, the assembler, the
+/// plugin options and watcher. `old`: the config in force (on a reload),
+/// whose plugin watcher is kept when the directories did not change.
+fn prepare(
+    parts: &Parts<'_>,
+    config: Config,
+    old: Option<&Config>,
+) -> Result<(Applied, Sources), DaemonError> {
+    let Parts {
+        state_dir,
+        options,
+        registry,
+        plugins,
+        mcp,
+        approver,
+    } = *parts;
+    // The model never reads or writes the state (the token, the
+    // database, plugin copies) or the config, even inside its workspace.
+    let mut protected = vec![state_dir.to_path_buf()];
+    protected.extend(config.plugins.state_dir.clone());
+    protected.extend(options.config_file.clone());
+    let mut core = CoreToolSet::protecting(&config.core_tools, &protected)?;
+    let state_real = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    // Said once, not again by every reload that leaves the core tools be.
+    let tell =
+        old.is_none_or(|old| format!("{:?}", old.core_tools) != format!("{:?}", config.core_tools));
+    if state_real.starts_with(core.workspace_root()) {
+        // The file tools refuse protected paths, but a command's
+        // sandbox can only allow whole trees: it would see the state.
+        let run_command = quiver_core_tools::CoreToolName::RunCommand;
+        if options.config_file.is_none() && config.core_tools.is_enabled(run_command) {
+            // The embedded default never offers it there.
+            if tell {
+                tracing::warn!(
+                    state_dir = %state_dir.display(),
+                    workspace = %core.workspace_root().display(),
+                    "the embedded default was started in a directory that holds its state directory: run_command is not offered (its sandbox could not keep the token out); start quiver in a project directory, or pass --config with core_tools.workspace set"
+                );
+            }
+            let mut core_tools = config.core_tools.clone();
+            core_tools.enabled.retain(|tool| *tool != run_command);
+            core = CoreToolSet::protecting(&core_tools, &protected)?;
+        } else if tell {
+            tracing::warn!(
+                state_dir = %state_dir.display(),
+                workspace = %core.workspace_root().display(),
+                "the state directory (token, sessions) lies inside the core tools' workspace, where commands can read it; set serve.state_dir or core_tools.workspace so that it does not"
+            );
+        }
+    }
+    let core_workspace = core.workspace_root().to_path_buf();
+    let mut plugin_config = config.plugins.clone();
+    plugin_config.state_dir = Some(plugins.options().state_dir.clone());
+    let plugin_options = PluginHostOptions::from_config(&plugin_config, options.dev);
+    let dirs_changed = old.is_none_or(|old| old.plugins.dirs != config.plugins.dirs);
+    let watcher = if !dirs_changed {
+        None
+    } else if options.watch_plugins && !config.plugins.dirs.is_empty() {
+        Some(Some(PluginWatcher::start(
+            plugins.clone(),
+            &config.plugins.dirs,
+            quiver_plugins::watcher::DEFAULT_DEBOUNCE,
+        )?))
+    } else {
+        Some(None)
+    };
+    let executors = Executors::new()
+        .with_core(Arc::new(core.executor()))
+        .with_plugins(Arc::new(PluginExecutor::new(plugins.clone())))
+        .with_mcp(Arc::new(McpExecutor::new(mcp.clone())));
+    let chain = standard_chain(ChainParts::from_settings(
+        &config.guardrails,
+        &config.approval,
+        config.core_tools.approval_globs(),
+        approver.clone(),
+        Arc::new(executors),
+    )?);
+    let dispatcher = Dispatcher::new(chain)
+        .with_mcp_status(mcp.clone())
+        .with_coercion(config.guardrails.coerce_arguments)
+        .with_max_bridge_result_chars(config.guardrails.max_result_chars);
+    let assembler = Arc::new(Assembler::new(config.tool_search.clone()));
+    let models = quiver_model::build_all(&config.models)?;
+    let agent = Agent::new(
+        registry.clone(),
+        assembler.clone(),
+        dispatcher.clone(),
+        config.agent.clone(),
+    );
+    let sources = Sources {
+        core,
+        plugin_options,
+        plugin_dirs: config.plugins.dirs.clone(),
+        watcher,
+        mcp_servers: config.mcp_servers.values().cloned().collect(),
+    };
+    let applied = Applied {
+        config: Arc::new(config),
+        assembler,
+        dispatcher,
+        models,
+        agent,
+        core_workspace,
+    };
+    Ok((applied, sources))
 }
 
 impl std::fmt::Debug for Daemon {
@@ -284,132 +623,82 @@ impl Daemon {
     /// Starts every tool source of `config` and opens the state directory.
     /// Returns once plugins are loaded; MCP servers connect in the
     /// background. Must be called inside a tokio runtime.
-    pub async fn start(config: Config, options: DaemonOptions) -> Result<Arc<Daemon>, DaemonError> {
+    pub async fn start(
+        mut config: Config,
+        options: DaemonOptions,
+    ) -> Result<Arc<Daemon>, DaemonError> {
         // Before any source starts, so that their first states are counted.
         telemetry::handle();
+        options.overrides.apply(&mut config);
         let state_dir = config.serve.state_dir();
         make_private_dir(&state_dir)?;
         let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
         let registry = Arc::new(ToolRegistry::new());
-
-        // The model never reads or writes the state (the token, the
-        // database, plugin copies) or the config, even inside its workspace.
-        let mut protected = vec![state_dir.clone()];
-        protected.extend(config.plugins.state_dir.clone());
-        protected.extend(options.config_file.clone());
-        let mut core = CoreToolSet::protecting(&config.core_tools, &protected)?;
-        let state_real = std::fs::canonicalize(&state_dir).unwrap_or_else(|_| state_dir.clone());
-        if state_real.starts_with(core.workspace_root()) {
-            // The file tools refuse protected paths, but a command's
-            // sandbox can only allow whole trees: it would see the state.
-            let run_command = quiver_core_tools::CoreToolName::RunCommand;
-            if options.config_file.is_none() && config.core_tools.is_enabled(run_command) {
-                // The embedded default never offers it there.
-                tracing::warn!(
-                    state_dir = %state_dir.display(),
-                    workspace = %core.workspace_root().display(),
-                    "the embedded default was started in a directory that holds its state directory: run_command is not offered (its sandbox could not keep the token out); start quiver in a project directory, or pass --config with core_tools.workspace set"
-                );
-                let mut core_tools = config.core_tools.clone();
-                core_tools.enabled.retain(|tool| *tool != run_command);
-                core = CoreToolSet::protecting(&core_tools, &protected)?;
-            } else {
-                tracing::warn!(
-                    state_dir = %state_dir.display(),
-                    workspace = %core.workspace_root().display(),
-                    "the state directory (token, sessions) lies inside the core tools' workspace, where commands can read it; set serve.state_dir or core_tools.workspace so that it does not"
-                );
-            }
-        }
-        core.register(&registry);
-        let core_workspace = core.workspace_root().to_path_buf();
-
+        let plugin_state_dir = config
+            .plugins
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| state_dir.join("plugins"));
         let mut plugin_config = config.plugins.clone();
-        if plugin_config.state_dir.is_none() {
-            plugin_config.state_dir = Some(state_dir.join("plugins"));
-        }
+        plugin_config.state_dir = Some(plugin_state_dir);
         let plugins = Arc::new(PluginHost::new(
             registry.clone(),
             PluginHostOptions::from_config(&plugin_config, options.dev),
         )?);
-        for (path, outcome) in plugins.load_dirs(&plugin_config.dirs) {
-            if let ReloadOutcome::Failed(reason) = outcome {
-                tracing::warn!(plugin = %path.display(), %reason, "plugin not loaded");
-            }
-        }
-        let watcher = if options.watch_plugins && !plugin_config.dirs.is_empty() {
-            Some(PluginWatcher::start(
-                plugins.clone(),
-                &plugin_config.dirs,
-                quiver_plugins::watcher::DEFAULT_DEBOUNCE,
-            )?)
-        } else {
-            None
-        };
+        // Started empty: its servers come with the rest of the config's
+        // sources, the same way at start as on a reload.
         let mcp = Arc::new(McpHost::start_with_pins(
             registry.clone(),
-            config.mcp_servers.clone().into_values(),
+            Vec::new(),
             McpHostOptions::default(),
             store.clone(),
         ));
-
         let approvals = ApprovalQueue::new();
         let approver = options
             .approver
+            .clone()
             .unwrap_or_else(|| Arc::new(approvals.clone()));
-        let executors = Executors::new()
-            .with_core(Arc::new(core.executor()))
-            .with_plugins(Arc::new(PluginExecutor::new(plugins.clone())))
-            .with_mcp(Arc::new(McpExecutor::new(mcp.clone())));
-        let chain = standard_chain(ChainParts::from_settings(
-            &config.guardrails,
-            &config.approval,
-            config.core_tools.approval_globs(),
-            approver,
-            Arc::new(executors),
-        )?);
-        let dispatcher = Dispatcher::new(chain)
-            .with_mcp_status(mcp.clone())
-            .with_coercion(config.guardrails.coerce_arguments)
-            .with_max_bridge_result_chars(config.guardrails.max_result_chars);
+        let parts = Parts {
+            state_dir: &state_dir,
+            options: &options,
+            registry: &registry,
+            plugins: &plugins,
+            mcp: &mcp,
+            approver: &approver,
+        };
+        let (applied, sources) = prepare(&parts, config, None)?;
+        metrics::gauge!("quiver_config_generation").set(1.0);
+        let feed_config = applied.config.feed.clone();
         let feed = Arc::new(ActivityFeed::new(
-            config.feed.redact.clone(),
-            config.feed.capacity,
+            feed_config.redact.clone(),
+            feed_config.capacity,
         ));
-        let assembler = Arc::new(Assembler::new(config.tool_search.clone()));
-        let models = quiver_model::build_all(&config.models)?;
-        let agent = Agent::new(
-            registry.clone(),
-            assembler.clone(),
-            dispatcher.clone(),
-            config.agent.clone(),
-        );
-        let records = tokio::sync::broadcast::channel(config.feed.capacity.max(16)).0;
+        let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
         let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
         tokio::spawn(announce_definition_changes(
             mcp.subscribe_integrity(),
             feed.clone(),
         ));
         let daemon = Arc::new(Daemon {
-            config,
             state_dir,
             store,
             registry,
             plugins,
             mcp,
-            assembler,
-            dispatcher,
             approvals,
+            approver,
             feed,
-            models,
-            agent,
+            applied: std::sync::RwLock::new(Arc::new(applied)),
+            options,
+            reloading: AsyncMutex::new(()),
+            reloads: std::sync::Mutex::new(ReloadHistory::default()),
             sessions: DashMap::new(),
-            core_workspace,
             started: Instant::now(),
-            _watcher: watcher,
+            watcher: std::sync::Mutex::new(None),
             persister: std::sync::Mutex::new(Some(persister)),
             records,
         });
+        daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);
         tokio::spawn(async move {
             let mut sweep = tokio::time::interval(SESSION_SWEEP);
@@ -427,9 +716,216 @@ impl Daemon {
         Ok(daemon)
     }
 
-    /// The validated config it runs.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// Puts the tool sources of a prepared config in force: the core
+    /// tools, the plugin options and directories (and their watcher), the
+    /// MCP servers. Nothing here can fail as a whole: a plugin file that
+    /// does not load is logged and skipped, as at start.
+    async fn apply_sources(&self, sources: Sources) -> SourceChanges {
+        sources.core.register(&self.registry);
+        let (removed, loaded) = self
+            .plugins
+            .reconfigure(sources.plugin_options, &sources.plugin_dirs);
+        let mut failed = Vec::new();
+        for (path, outcome) in &loaded {
+            if let ReloadOutcome::Failed(reason) = outcome {
+                tracing::warn!(plugin = %path.display(), %reason, "plugin not loaded");
+                failed.push(json!({"file": path, "reason": reason}));
+            }
+        }
+        if let Some(watcher) = sources.watcher {
+            *self
+                .watcher
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = watcher;
+        }
+        let mcp = self.mcp.reconfigure(sources.mcp_servers).await;
+        SourceChanges {
+            plugins_removed: removed,
+            plugins_failed: failed,
+            mcp,
+        }
+    }
+
+    /// Reads the config again (the file the daemon was started with, or
+    /// the embedded default), with the command line's overrides, and
+    /// applies it with [`Daemon::reload_with`]. What `SIGHUP` and
+    /// `POST /v1/reload` run. A file with errors is refused with all of
+    /// them ([`DaemonError::ConfigRefused`]); the config in force keeps
+    /// serving. Either way the outcome is reported in the startup
+    /// summary's style ([`startup::report_reload`]).
+    pub async fn reload(self: &Arc<Self>) -> Result<ReloadReport, DaemonError> {
+        let outcome = self.read_and_reload().await;
+        startup::report_reload(self, &outcome);
+        outcome
+    }
+
+    async fn read_and_reload(&self) -> Result<ReloadReport, DaemonError> {
+        let file = self.options.config_file.clone();
+        let file_name = file.as_ref().map_or_else(
+            || "<embedded default>".to_owned(),
+            |f| f.display().to_string(),
+        );
+        let loaded = match &file {
+            Some(path) => config::check_file(path),
+            None => config::embedded_default().map_err(|e| vec![e]),
+        };
+        let refused = |errors: Vec<String>| DaemonError::ConfigRefused {
+            file: file_name.clone(),
+            errors,
+        };
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(errors) => {
+                let error = refused(errors.iter().map(ToString::to_string).collect());
+                self.record_reload(Err(&error));
+                return Err(error);
+            }
+        };
+        for warning in &loaded.warnings {
+            tracing::warn!(file = %file_name, "{warning}");
+        }
+        let mut config = loaded.config;
+        self.options.overrides.apply(&mut config);
+        self.reload_with(config).await.map(|mut report| {
+            report.warnings = loaded.warnings.iter().map(ToString::to_string).collect();
+            report
+        })
+    }
+
+    /// Applies `config` in place of the one in force: everything it needs
+    /// is built and checked first (core tools' workspace, models, globs of
+    /// guardrails and approval, the plugin watcher), so a config that
+    /// cannot serve is refused whole and the old one keeps serving; then
+    /// the core tools, plugin directories and MCP servers (added, removed,
+    /// changed; unchanged servers keep their connection) are applied, and
+    /// the chain, models, agent settings and tool search settings are
+    /// swapped at once. The next assembly and the next turn use it; a turn
+    /// already running ends with the settings it started with. Keys read
+    /// only at start (`serve`, `feed`, `plugins.state_dir`) are named in
+    /// [`ReloadReport::restart_required`] and keep their old values.
+    pub async fn reload_with(&self, mut config: Config) -> Result<ReloadReport, DaemonError> {
+        let _serial = self.reloading.lock().await;
+        let old = self.config();
+        let mut restart_required = Vec::new();
+        if config.serve != old.serve {
+            restart_required.push("serve".to_owned());
+            config.serve = old.serve.clone();
+        }
+        if config.feed != old.feed {
+            restart_required.push("feed".to_owned());
+            config.feed = old.feed.clone();
+        }
+        if config.plugins.state_dir != old.plugins.state_dir {
+            restart_required.push("plugins.state_dir".to_owned());
+            config.plugins.state_dir = old.plugins.state_dir.clone();
+        }
+        let parts = Parts {
+            state_dir: &self.state_dir,
+            options: &self.options,
+            registry: &self.registry,
+            plugins: &self.plugins,
+            mcp: &self.mcp,
+            approver: &self.approver,
+        };
+        let (applied, sources) = match prepare(&parts, config, Some(&old)) {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                let error = DaemonError::ConfigRefused {
+                    file: self.config_file_name(),
+                    errors: vec![error.to_string()],
+                };
+                self.record_reload(Err(&error));
+                return Err(error);
+            }
+        };
+        let new = applied.config.clone();
+        let sections = changed_sections(&old, &new);
+        let old_models: Vec<String> = old.models.models.keys().cloned().collect();
+        let changes = self.apply_sources(sources).await;
+        *self
+            .applied
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(applied);
+        let generation = self.record_reload(Ok(()));
+        let models_removed: Vec<String> = old_models
+            .into_iter()
+            .filter(|m| !new.models.models.contains_key(m))
+            .collect();
+        let report = ReloadReport {
+            generation,
+            file: self.config_file_name(),
+            changed: sections,
+            mcp_servers: changes.mcp,
+            plugins_removed: changes.plugins_removed,
+            plugins_failed: changes.plugins_failed,
+            models_removed,
+            restart_required,
+            warnings: Vec::new(),
+        };
+        tracing::info!(
+            generation,
+            changed = ?report.changed,
+            mcp = ?report.mcp_servers,
+            restart_required = ?report.restart_required,
+            "config reloaded"
+        );
+        Ok(report)
+    }
+
+    fn config_file_name(&self) -> String {
+        self.options.config_file.as_ref().map_or_else(
+            || "<embedded default>".to_owned(),
+            |f| f.display().to_string(),
+        )
+    }
+
+    /// Notes a reload's outcome for `status`; returns the config
+    /// generation in force (1 at start, one more per applied reload).
+    fn record_reload(&self, outcome: Result<(), &DaemonError>) -> u64 {
+        let mut history = self
+            .reloads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let label = if outcome.is_ok() {
+            "applied"
+        } else {
+            "refused"
+        };
+        metrics::counter!("quiver_config_reloads_total", "outcome" => label).increment(1);
+        match outcome {
+            Ok(()) => {
+                history.applied += 1;
+                history.last = Some(json!({"ok": true, "time_ms": quiver_store::now_ms()}));
+            }
+            Err(error) => {
+                history.refused += 1;
+                let errors = match error {
+                    DaemonError::ConfigRefused { errors, .. } => errors.clone(),
+                    other => vec![other.to_string()],
+                };
+                history.last = Some(json!({
+                    "ok": false,
+                    "time_ms": quiver_store::now_ms(),
+                    "errors": errors,
+                }));
+            }
+        }
+        let generation = history.applied + 1;
+        metrics::gauge!("quiver_config_generation").set(generation as f64);
+        generation
+    }
+
+    /// The validated config in force (replaced whole by a reload).
+    pub fn config(&self) -> Arc<Config> {
+        self.applied().config.clone()
+    }
+
+    /// What the config in force built (cheap to clone: all `Arc`s).
+    fn applied(&self) -> Arc<Applied> {
+        self.applied
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The state directory.
@@ -473,19 +969,25 @@ impl Daemon {
         self.records.subscribe()
     }
 
-    /// The dispatcher every call goes through.
-    pub fn dispatcher(&self) -> &Dispatcher {
-        &self.dispatcher
+    /// The dispatcher every call goes through (the chain of the config
+    /// in force).
+    pub fn dispatcher(&self) -> Dispatcher {
+        self.applied().dispatcher.clone()
     }
 
     /// This turn's view for `session` at `context_tokens`.
     pub fn assemble(&self, session: &Session, context_tokens: u64) -> Assembly {
-        session.assemble(&self.assembler, &self.registry.snapshot(), context_tokens)
+        session.assemble(
+            &self.applied().assembler,
+            &self.registry.snapshot(),
+            context_tokens,
+        )
     }
 
     /// What `scope` sees at `context_tokens`, outside any session.
     pub fn assemble_scope(&self, scope: &Scope, context_tokens: u64) -> Assembly {
-        self.assembler
+        self.applied()
+            .assembler
             .assemble(&self.registry.snapshot(), scope, context_tokens)
     }
 
@@ -517,32 +1019,28 @@ impl Daemon {
             (None, None) => vec!["*".to_owned()],
         };
         Scope::new(grants.iter().cloned())?;
+        self.check_grants(&grants)?;
+        let applied = self.applied();
         let model = match request.model {
             Some(name) => {
-                self.model(&name)?;
+                applied.model(&name)?;
                 Some(name)
             }
             None => parent
                 .as_ref()
                 .and_then(|p| p.record.model.clone())
-                .or_else(|| self.config.models.default_model.clone()),
+                .or_else(|| applied.config.models.default_model.clone()),
         };
-        if let Some(asked) = request.context_tokens
-            && !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&asked)
-        {
-            return Err(DaemonError::BadRequest(format!(
-                "`context_tokens` {asked} is outside {MIN_CONTEXT_TOKENS}..{MAX_CONTEXT_TOKENS}"
-            )));
-        }
+        check_context_tokens(request.context_tokens)?;
         let context_tokens = request
             .context_tokens
             .or_else(|| {
                 model
                     .as_ref()
-                    .and_then(|m| self.models.get(m))
+                    .and_then(|m| applied.models.get(m))
                     .map(|m| m.context_tokens())
             })
-            .unwrap_or(self.config.gateway.context_tokens)
+            .unwrap_or(applied.config.gateway.context_tokens)
             .clamp(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS);
         let record = SessionRecord {
             id,
@@ -560,6 +1058,176 @@ impl Daemon {
         self.store.create_session(&record)?;
         self.publish(live);
         Ok(record)
+    }
+
+    /// The toolsets a grant may name now: `core`, every toolset with tools
+    /// in the registry, and every configured MCP server's (connected or
+    /// not), sorted.
+    pub fn known_toolsets(&self) -> Vec<String> {
+        let mut known: std::collections::BTreeSet<String> = self
+            .registry
+            .snapshot()
+            .tools()
+            .map(|t| t.source().toolset())
+            .collect();
+        known.insert("core".to_owned());
+        known.extend(self.mcp.configs().iter().map(|s| format!("mcp-{}", s.name)));
+        known.into_iter().collect()
+    }
+
+    /// Refuses a grant that can match nothing: each must match a known
+    /// toolset or a tool of the registry, or be a tool glob of an MCP
+    /// server that is configured but has no tools yet (still connecting).
+    pub fn check_grants(&self, grants: &[String]) -> Result<(), DaemonError> {
+        let known = self.known_toolsets();
+        let snapshot = self.registry.snapshot();
+        let waiting: Vec<String> = self
+            .mcp
+            .configs()
+            .iter()
+            .map(|s| format!("mcp_{}_", quiver_tool::naming::sanitize(&s.name)))
+            .collect();
+        for grant in grants {
+            let scope = Scope::new([grant.clone()])?;
+            let matches = grant == "*"
+                || known.iter().any(|toolset| scope.grants_text(toolset))
+                || snapshot.tools().any(|tool| scope.allows(tool))
+                || waiting
+                    .iter()
+                    .any(|prefix| grant.starts_with(prefix.as_str()));
+            if !matches {
+                return Err(DaemonError::UnknownGrant {
+                    grant: grant.clone(),
+                    known: known.join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes session `id` with its messages, and its subagents (theirs
+    /// first); returns the ids deleted. Refused while a turn runs in any
+    /// of them ([`DaemonError::TurnBusy`]). Their activity log entries stay.
+    pub fn delete_session(&self, id: &str) -> Result<Vec<String>, DaemonError> {
+        if self.store.session(id)?.is_none() {
+            return Err(DaemonError::UnknownSession(id.to_owned()));
+        }
+        // Children before parents, so no stored subagent is left without
+        // its parent.
+        let mut order = vec![id.to_owned()];
+        let mut next = 0;
+        while next < order.len() {
+            let children = self.store.subagents(&order[next])?;
+            order.extend(children);
+            next += 1;
+        }
+        order.reverse();
+        // Every turn lock first: nothing is deleted while any runs.
+        let mut held = Vec::new();
+        let mut files = Vec::new();
+        for session in &order {
+            if let Some(live) = self.sessions.get(session).map(|l| l.clone()) {
+                held.push(
+                    live.turn
+                        .clone()
+                        .try_lock_owned()
+                        .map_err(|_| DaemonError::TurnBusy(session.clone()))?,
+                );
+            }
+            let file_lock = locks::try_lock(&self.state_dir, session)
+                .map_err(|error| DaemonError::StateDir {
+                    path: locks::lock_path(&self.state_dir, session),
+                    detail: format!("cannot take the session's turn lock: {error}"),
+                })?
+                .ok_or_else(|| DaemonError::TurnBusy(session.clone()))?;
+            files.push(file_lock);
+        }
+        for session in &order {
+            self.store.delete_session(session)?;
+            self.sessions.remove(session);
+        }
+        tracing::info!(session = id, deleted = ?order, "session deleted");
+        Ok(order)
+    }
+
+    /// Changes session `id`'s model, grant or context window (see
+    /// [`SessionChange`]); returns the record as stored. The model must be
+    /// configured and the grant known ([`Daemon::check_grants`]) and, for
+    /// a subagent, within its parent's. Refused while a turn runs.
+    /// Approvals given "for this session" end with a grant change.
+    pub fn update_session(
+        &self,
+        id: &str,
+        change: SessionChange,
+    ) -> Result<SessionRecord, DaemonError> {
+        let live = self.session(id)?;
+        if live.record.kind != SessionKind::Chat {
+            return Err(DaemonError::NotAChat(id.to_owned()));
+        }
+        let _turn = live
+            .turn
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| DaemonError::TurnBusy(id.to_owned()))?;
+        check_context_tokens(change.context_tokens)?;
+        let applied = self.applied();
+        let mut record = live.record.clone();
+        if let Some(model) = &change.model {
+            let provider = applied.model(model)?;
+            record.model = Some(model.clone());
+            record.context_tokens = provider
+                .context_tokens()
+                .clamp(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS);
+        }
+        if let Some(tokens) = change.context_tokens {
+            record.context_tokens = tokens;
+        }
+        let mut rebuilt = None;
+        if let Some(grants) = change.grants {
+            Scope::new(grants.iter().cloned())?;
+            self.check_grants(&grants)?;
+            record.grants = grants;
+            let parent = match &record.parent {
+                Some(parent) => Some(self.session(parent)?),
+                None => None,
+            };
+            // Checked against the parent's grant as a new subagent is.
+            rebuilt = Some(self.build_live(record.clone(), parent.as_deref(), Origin::New)?);
+            // Loaded subagents hold this session's old scope as their
+            // bound: they are loaded again, under the new one, on use.
+            for child in self.store.subagents(id)? {
+                if let Some((_, loaded)) = self.sessions.remove(&child)
+                    && loaded.turn.try_lock().is_err()
+                {
+                    self.sessions.insert(child.clone(), loaded);
+                    return Err(DaemonError::TurnBusy(child));
+                }
+            }
+            self.store.set_session_grants(id, &record.grants)?;
+        }
+        self.store
+            .set_session_model(id, record.model.as_deref(), record.context_tokens)?;
+        let session = match rebuilt {
+            Some(rebuilt) => rebuilt.session.clone(),
+            None => live.session.clone(),
+        };
+        // The same turn lock, so that no turn can start on a copy while
+        // this one is held.
+        self.sessions.insert(
+            id.to_owned(),
+            Arc::new(LiveSession {
+                record: record.clone(),
+                session,
+                turn: live.turn.clone(),
+                last_used: std::sync::Mutex::new(Instant::now()),
+            }),
+        );
+        let mut stored = self
+            .store
+            .session(id)?
+            .ok_or_else(|| DaemonError::UnknownSession(id.to_owned()))?;
+        stored.messages = stored.messages.max(record.messages);
+        Ok(stored)
     }
 
     /// A session, loaded from the store when this process has not seen it yet.
@@ -656,7 +1324,7 @@ impl Daemon {
                     parent: None,
                     grants: grants.to_vec(),
                     model: None,
-                    context_tokens: self.config.gateway.context_tokens,
+                    context_tokens: self.config().gateway.context_tokens,
                     created_ms: quiver_store::now_ms(),
                     messages: 0,
                 };
@@ -721,19 +1389,6 @@ impl Daemon {
         Ok(self.store.messages(id)?)
     }
 
-    fn model(&self, name: &str) -> Result<&Arc<dyn ModelProvider>, DaemonError> {
-        self.models
-            .get(name)
-            .ok_or_else(|| DaemonError::UnknownModel {
-                name: name.to_owned(),
-                allowed: if self.models.is_empty() {
-                    "none".to_owned()
-                } else {
-                    self.models.keys().cloned().collect::<Vec<_>>().join(", ")
-                },
-            })
-    }
-
     /// Runs one turn of session `id` for `text`. The turn runs in a task of
     /// its own: it finishes (and is stored) even if the caller goes away.
     /// One turn at a time per session; another is [`DaemonError::TurnBusy`].
@@ -751,7 +1406,15 @@ impl Daemon {
             .model
             .clone()
             .ok_or_else(|| DaemonError::NoModel(id.to_owned()))?;
-        let model = self.model(&model_name)?.clone();
+        let applied = self.applied();
+        let model = applied.models.get(&model_name).cloned().ok_or_else(|| {
+            DaemonError::SessionModelGone {
+                session: id.to_owned(),
+                model: model_name.clone(),
+                allowed: applied.model_names(),
+            }
+        })?;
+        let agent = applied.agent.clone();
         // A message that cannot fit the session's context is refused here,
         // before any model request (an eighth stays for the answer, as the
         // agent loop reserves it).
@@ -790,8 +1453,7 @@ impl Daemon {
                 store: daemon.store.clone(),
                 session: live.record.id.clone(),
             };
-            let outcome = daemon
-                .agent
+            let outcome = agent
                 .run_turn(
                     Turn {
                         session: &live.session,
@@ -815,7 +1477,13 @@ impl Daemon {
     pub fn status(&self) -> Result<Value, DaemonError> {
         let sessions = self.store.sessions()?;
         let snapshot = self.registry.snapshot();
-        let models: Vec<Value> = self
+        let applied = self.applied();
+        let reloads = self
+            .reloads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let models: Vec<Value> = applied
             .models
             .values()
             .map(|m| serde_json::json!({"name": m.name(), "context_tokens": m.context_tokens()}))
@@ -824,13 +1492,20 @@ impl Daemon {
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_s": self.started.elapsed().as_secs(),
             "state_dir": self.state_dir,
-            "workspace": self.core_workspace,
+            "workspace": applied.core_workspace,
             "tools": snapshot.len(),
             "generation": snapshot.generation(),
             "plugins": self.plugins.list_json(),
             "mcp_servers": self.mcp_status(),
             "models": models,
-            "default_model": self.config.models.default_model,
+            "default_model": applied.config.models.default_model,
+            "config": {
+                "file": self.config_file_name(),
+                "generation": reloads.applied + 1,
+                "reloads_applied": reloads.applied,
+                "reloads_refused": reloads.refused,
+                "last_reload": reloads.last,
+            },
             "sessions": sessions,
             "pending_approvals": self.approvals.len(),
         }))
@@ -901,6 +1576,18 @@ impl Daemon {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             persister.abort();
         }
+    }
+}
+
+/// Refuses a `context_tokens` outside its range.
+fn check_context_tokens(asked: Option<u64>) -> Result<(), DaemonError> {
+    match asked {
+        Some(asked) if !(MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(&asked) => {
+            Err(DaemonError::BadRequest(format!(
+                "`context_tokens` {asked} is outside {MIN_CONTEXT_TOKENS}..{MAX_CONTEXT_TOKENS}"
+            )))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -88,10 +88,10 @@ fn report_core_tools(daemon: &Daemon) {
     tracing::info!(
         target: SUMMARY_TARGET,
         tools = core.len(),
-        workspace = %daemon.core_workspace.display(),
+        workspace = %daemon.applied().core_workspace.display(),
         "core tools: {} (workspace {})",
         if core.is_empty() { "none".to_owned() } else { core.join(", ") },
-        daemon.core_workspace.display()
+        daemon.applied().core_workspace.display()
     );
 }
 
@@ -254,7 +254,7 @@ fn report_saving(daemon: &Daemon) {
         .models
         .default_model
         .as_deref()
-        .and_then(|name| daemon.models.get(name))
+        .and_then(|name| daemon.applied().models.get(name).cloned())
         .map(|m| m.context_tokens())
         .unwrap_or(daemon.config().gateway.context_tokens);
     let assembly = daemon.assemble_scope(&Scope::all(), context);
@@ -286,7 +286,7 @@ async fn probe_default_model(daemon: Weak<Daemon>) {
         );
         return;
     };
-    let Some(model) = strong.models.get(&name).cloned() else {
+    let Some(model) = strong.applied().models.get(&name).cloned() else {
         return;
     };
     let config = strong.config().models.models.get(&name).cloned();
@@ -329,5 +329,138 @@ async fn probe_default_model(daemon: Weak<Daemon>) {
                 if fix.is_empty() { String::new() } else { format!("; likely fix: {fix}") }
             );
         }
+    }
+}
+
+/// Reports a reload the way the startup summary reports a start: on
+/// success the config and what changed, what waits for a restart, the
+/// plugins again when they changed, each MCP server removed, added or
+/// changed (later state changes of the new ones follow as at start, when
+/// [`report`] runs), the default model's probe again when the models
+/// changed, and the token saving once the new servers' first attempts are
+/// over; on refusal the errors, and that the running config keeps serving.
+pub fn report_reload(
+    daemon: &Arc<Daemon>,
+    outcome: &Result<crate::ReloadReport, crate::DaemonError>,
+) {
+    let report = match outcome {
+        Ok(report) => report,
+        Err(crate::DaemonError::ConfigRefused { file, errors }) => {
+            tracing::warn!(
+                target: SUMMARY_TARGET,
+                config = %file,
+                errors = errors.len(),
+                "config {file} refused, the running config keeps serving: {}",
+                errors.join("; ")
+            );
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(
+                target: SUMMARY_TARGET,
+                error = %error,
+                "config reload failed, the running config keeps serving: {error}"
+            );
+            return;
+        }
+    };
+    let changed = if report.changed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        report.changed.join(", ")
+    };
+    tracing::info!(
+        target: SUMMARY_TARGET,
+        config = %report.file,
+        generation = report.generation,
+        "config {} reloaded (generation {}): changed: {changed}",
+        report.file,
+        report.generation
+    );
+    if !report.restart_required.is_empty() {
+        tracing::warn!(
+            target: SUMMARY_TARGET,
+            "needs a restart to change: {} (the old values stay in force)",
+            report.restart_required.join(", ")
+        );
+    }
+    for warning in &report.warnings {
+        tracing::warn!(target: SUMMARY_TARGET, "config: {warning}");
+    }
+    let changed_section = |name: &str| report.changed.iter().any(|c| c == name);
+    if changed_section("core_tools") {
+        report_core_tools(daemon);
+    }
+    for file in &report.plugins_removed {
+        tracing::info!(
+            target: SUMMARY_TARGET,
+            file = %file.display(),
+            "plugin file {}: removed by the reload, its tools are gone",
+            file.display()
+        );
+    }
+    if changed_section("plugins") {
+        report_plugins(daemon);
+    }
+    for name in &report.mcp_servers.removed {
+        tracing::info!(
+            target: SUMMARY_TARGET,
+            server = %name,
+            state = "removed",
+            "mcp server {name}: removed by the reload, its tools are gone"
+        );
+    }
+    for name in report
+        .mcp_servers
+        .added
+        .iter()
+        .chain(&report.mcp_servers.changed)
+    {
+        if let Some(status) = daemon.mcp().server_status(name) {
+            report_server(&status);
+        }
+    }
+    for model in &report.models_removed {
+        tracing::warn!(
+            target: SUMMARY_TARGET,
+            model = %model,
+            "model {model}: removed by the reload; sessions using it are told so and can be switched (PATCH /v1/sessions/ID {{\"model\": NAME}})"
+        );
+    }
+    let weak = Arc::downgrade(daemon);
+    let probe = changed_section("models").then(|| probe_default_model(weak.clone()));
+    let saving = (changed_section("mcp_servers")
+        || changed_section("plugins")
+        || changed_section("tools.tool_search"))
+    .then(|| report_saving_when_settled(weak));
+    tokio::spawn(async move {
+        tokio::join!(
+            async move {
+                if let Some(probe) = probe {
+                    probe.await;
+                }
+            },
+            async move {
+                if let Some(saving) = saving {
+                    saving.await;
+                }
+            }
+        );
+    });
+}
+
+/// Reports the token saving once no MCP server is on its first attempt
+/// (or after [`SETTLE_LIMIT`]).
+async fn report_saving_when_settled(daemon: Weak<Daemon>) {
+    let settle = {
+        let Some(strong) = daemon.upgrade() else {
+            return;
+        };
+        let mcp = strong.mcp().clone();
+        async move { mcp.settle(SETTLE_LIMIT).await }
+    };
+    settle.await;
+    if let Some(strong) = daemon.upgrade() {
+        report_saving(&strong);
     }
 }

@@ -128,4 +128,12 @@ fn describe() {
         "quiver_approvals_pending",
         "tool calls waiting for an approval"
     );
+    describe_counter!(
+        "quiver_config_reloads_total",
+        "config reloads (SIGHUP, POST /v1/reload), by outcome (applied, refused)"
+    );
+    describe_gauge!(
+        "quiver_config_generation",
+        "the config generation in force (1 at start, one more per applied reload)"
+    );
 }

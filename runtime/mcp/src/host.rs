@@ -3,10 +3,16 @@
 //!
 //! [`McpHost::start`] returns at once; servers connect in the background
 //! and their tools appear in the registry as they arrive.
+//! [`McpHost::reconfigure`] applies a new server list (a config reload):
+//! servers removed or changed are stopped (their tools leave the
+//! registry), servers added or changed are started, and the others keep
+//! their connection. Accepted definitions (pins) live in the host's gate,
+//! not in a server's slot, so a restarted server is checked against the
+//! pins it had.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -90,13 +96,41 @@ impl Default for McpHostOptions {
     }
 }
 
+/// One configured server: its shared state and, when enabled, the
+/// supervisor task running it with the token that stops it alone.
+struct Server {
+    slot: Arc<Slot>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+/// What [`McpHost::reconfigure`] changed, by server name (sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct McpChanges {
+    /// Servers started that were not configured before.
+    pub added: Vec<String>,
+    /// Servers stopped that are no longer configured.
+    pub removed: Vec<String>,
+    /// Servers whose settings changed: stopped, then started anew.
+    pub changed: Vec<String>,
+}
+
+impl McpChanges {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
 /// Every configured MCP server.
 pub struct McpHost {
     registry: Arc<ToolRegistry>,
+    options: McpHostOptions,
     gate: Arc<Gate>,
-    slots: BTreeMap<String, Arc<Slot>>,
+    servers: RwLock<BTreeMap<String, Server>>,
+    /// Serialises reconfigurations and shutdown.
+    changing: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
     changes: tokio::sync::broadcast::Sender<ServerStatus>,
 }
 
@@ -128,33 +162,121 @@ impl McpHost {
             pins,
             events: tokio::sync::broadcast::channel(256).0,
         });
-        let shutdown = CancellationToken::new();
-        let changes = tokio::sync::broadcast::channel(CHANGES_CAPACITY).0;
-        let mut slots = BTreeMap::new();
-        let mut tasks = Vec::new();
-        for config in servers {
-            let slot = Arc::new(Slot::new(config, changes.clone()));
-            if slot.config.enabled {
-                tasks.push(tokio::spawn(supervisor::run(
-                    slot.clone(),
-                    registry.clone(),
-                    gate.clone(),
-                    options.backoff,
-                    shutdown.child_token(),
-                )));
-            } else {
-                tracing::info!(server = %slot.config.name, "MCP server disabled");
-            }
-            slots.insert(slot.config.name.clone(), slot);
-        }
-        McpHost {
+        let host = McpHost {
             registry,
+            options,
             gate,
-            slots,
-            shutdown,
-            tasks: Mutex::new(tasks),
-            changes,
+            servers: RwLock::new(BTreeMap::new()),
+            changing: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+            changes: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0,
+        };
+        let started: BTreeMap<String, Server> = servers
+            .into_iter()
+            .map(|config| (config.name.clone(), host.launch(config)))
+            .collect();
+        *host.write_servers() = started;
+        host
+    }
+
+    /// A server's slot, with its supervisor task when it is enabled.
+    fn launch(&self, config: McpServerConfig) -> Server {
+        let slot = Arc::new(Slot::new(config, self.changes.clone()));
+        let stop = self.shutdown.child_token();
+        let task = if slot.config.enabled {
+            Some(tokio::spawn(supervisor::run(
+                slot.clone(),
+                self.registry.clone(),
+                self.gate.clone(),
+                self.options.backoff,
+                stop.clone(),
+            )))
+        } else {
+            tracing::info!(server = %slot.config.name, "MCP server disabled");
+            None
+        };
+        Server { slot, stop, task }
+    }
+
+    fn read_servers(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Server>> {
+        self.servers.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_servers(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Server>> {
+        self.servers.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(&self, server: &str) -> Option<Arc<Slot>> {
+        self.read_servers().get(server).map(|s| s.slot.clone())
+    }
+
+    /// Makes `servers` the configured set: a server no longer listed, or
+    /// listed with other settings, is stopped first (its process ended,
+    /// its tools out of the registry), then the new and changed ones are
+    /// started; servers listed with the same settings keep running
+    /// untouched. A started server's definitions go through the same pins
+    /// and quarantine as at start (the pins are the host's, so a changed
+    /// server keeps those it had), and its state changes reach
+    /// [`McpHost::subscribe_changes`]. Returns at once after the stops; new
+    /// servers connect in the background, as at start.
+    pub async fn reconfigure(
+        &self,
+        servers: impl IntoIterator<Item = McpServerConfig>,
+    ) -> McpChanges {
+        let _serial = self.changing.lock().await;
+        let wanted: BTreeMap<String, McpServerConfig> = servers
+            .into_iter()
+            .map(|config| (config.name.clone(), config))
+            .collect();
+        let mut changes = McpChanges::default();
+        let stopping: Vec<Server> = {
+            let mut current = self.write_servers();
+            let leaving: Vec<String> = current
+                .iter()
+                .filter(|(name, server)| wanted.get(*name) != Some(&server.slot.config))
+                .map(|(name, _)| name.clone())
+                .collect();
+            leaving
+                .into_iter()
+                .filter_map(|name| {
+                    if wanted.contains_key(&name) {
+                        changes.changed.push(name.clone());
+                    } else {
+                        changes.removed.push(name.clone());
+                    }
+                    current.remove(&name)
+                })
+                .collect()
+        };
+        for server in stopping {
+            server.stop.cancel();
+            if let Some(task) = server.task {
+                let _ = task.await;
+            }
+            tracing::info!(server = %server.slot.config.name, "MCP server stopped by a config reload");
         }
+        if self.shutdown.is_cancelled() {
+            return changes;
+        }
+        let mut current = self.write_servers();
+        for (name, config) in wanted {
+            if current.contains_key(&name) {
+                continue;
+            }
+            if !changes.changed.contains(&name) {
+                changes.added.push(name.clone());
+            }
+            current.insert(name, self.launch(config));
+        }
+        changes
+    }
+
+    /// The configured servers' settings, sorted by name.
+    pub fn configs(&self) -> Vec<McpServerConfig> {
+        self.read_servers()
+            .values()
+            .map(|s| s.slot.config.clone())
+            .collect()
     }
 
     /// Every server's state changes from now on, as they happen (the
@@ -170,12 +292,15 @@ impl McpHost {
 
     /// One server's status.
     pub fn server_status(&self, server: &str) -> Option<ServerStatus> {
-        self.slots.get(server).map(|slot| slot.status())
+        self.slot(server).map(|slot| slot.status())
     }
 
     /// Every server's status, sorted by name.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.slots.values().map(|slot| slot.status()).collect()
+        self.read_servers()
+            .values()
+            .map(|server| server.slot.status())
+            .collect()
     }
 
     /// Definition changes of every server from now on (quarantines,
@@ -188,7 +313,7 @@ impl McpHost {
     /// quarantined tools with their reasons, flags and diffs, and recent
     /// changes; `None` for an unknown server.
     pub fn integrity(&self, server: &str) -> Option<Value> {
-        let slot = self.slots.get(server)?;
+        let slot = self.slot(server)?;
         let integrity = slot.integrity();
         Some(serde_json::json!({
             "trust": slot.config.trust,
@@ -202,17 +327,17 @@ impl McpHost {
     /// pins them and serves them at once if the server is connected.
     /// Returns the new pins.
     pub fn accept(&self, server: &str, tools: &[String]) -> Result<Vec<Pin>, AcceptError> {
-        let slot = self
-            .slots
-            .get(server)
-            .ok_or_else(|| AcceptError::UnknownServer {
+        let slot = self.slot(server).ok_or_else(|| {
+            let servers = self.read_servers();
+            AcceptError::UnknownServer {
                 server: server.to_owned(),
-                configured: if self.slots.is_empty() {
+                configured: if servers.is_empty() {
                     "none".to_owned()
                 } else {
-                    self.slots.keys().cloned().collect::<Vec<_>>().join(", ")
+                    servers.keys().cloned().collect::<Vec<_>>().join(", ")
                 },
-            })?;
+            }
+        })?;
         let mut held = slot.integrity();
         let names = || {
             let names: Vec<&str> = held.quarantined.iter().map(|q| q.tool.as_str()).collect();
@@ -260,11 +385,11 @@ impl McpHost {
                 flags: q.flags.clone(),
                 diff: q.diff.clone(),
             };
-            supervisor::announce(slot, &self.gate, &mut held, change);
+            supervisor::announce(&slot, &self.gate, &mut held, change);
         }
         held.quarantined
             .retain(|q| !pins.iter().any(|p| p.tool == q.tool));
-        supervisor::republish(slot, &self.registry, &self.gate, &mut held);
+        supervisor::republish(&slot, &self.registry, &self.gate, &mut held);
         Ok(pins)
     }
 
@@ -307,8 +432,7 @@ impl McpHost {
         cancel: impl Future<Output = ()>,
     ) -> Result<McpToolOutput, McpCallError> {
         let slot = self
-            .slots
-            .get(server)
+            .slot(server)
             .ok_or_else(|| McpCallError::UnknownServer {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -359,7 +483,12 @@ impl McpHost {
     /// supervisor tasks.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        let _serial = self.changing.lock().await;
+        let tasks: Vec<JoinHandle<()>> = self
+            .write_servers()
+            .values_mut()
+            .filter_map(|server| server.task.take())
+            .collect();
         for task in tasks {
             let _ = task.await;
         }

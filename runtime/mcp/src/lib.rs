@@ -32,7 +32,7 @@ pub mod host;
 
 pub use config::{McpServerConfig, McpTransportConfig, ToolFilter};
 pub use executor::McpExecutor;
-pub use host::{AcceptError, McpHost, McpHostOptions};
+pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
 pub use result::McpToolOutput;
 pub use supervisor::IntegrityEvent;

@@ -23,6 +23,9 @@ pub struct Generation {
     source: PathBuf,
     copy: PathBuf,
     tools: Vec<ToolSpec>,
+    /// The `plugins.config.NAME` section its `init` was given: a reload
+    /// that changes it loads a new generation of an unchanged file.
+    config: Option<Value>,
     module: PluginModuleRef,
 }
 
@@ -72,7 +75,12 @@ impl Generation {
         config_for: impl FnOnce(&str) -> Option<Value>,
     ) -> Result<Generation, PluginError> {
         let copy = private_copy(candidate, state_dir, sequence)?;
-        match abi::open(&copy, config_for) {
+        let mut given = None;
+        let opened = abi::open(&copy, |name| {
+            given = config_for(name);
+            given.clone()
+        });
+        match opened {
             Ok((module, manifest)) => Ok(Generation {
                 number,
                 name: manifest.name,
@@ -81,6 +89,7 @@ impl Generation {
                 source: candidate.path.clone(),
                 copy,
                 tools: manifest.tools,
+                config: given,
                 module,
             }),
             Err(error) => {
@@ -89,6 +98,11 @@ impl Generation {
                 Err(rename_path(error, &candidate.path))
             }
         }
+    }
+
+    /// The `plugins.config.NAME` section its `init` was given.
+    pub fn config(&self) -> Option<&Value> {
+        self.config.as_ref()
     }
 
     /// The generation number (1 for the first load of a file).

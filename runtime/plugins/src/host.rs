@@ -263,7 +263,8 @@ struct State {
 /// the dispatch path.
 pub struct PluginHost {
     registry: Arc<ToolRegistry>,
-    options: PluginHostOptions,
+    /// Replaced whole by a config reload ([`PluginHost::reconfigure`]).
+    options: RwLock<Arc<PluginHostOptions>>,
     state: RwLock<State>,
     reloads: Mutex<()>,
     loaded_total: AtomicU64,
@@ -272,7 +273,7 @@ pub struct PluginHost {
 impl std::fmt::Debug for PluginHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginHost")
-            .field("options", &self.options)
+            .field("options", &self.options())
             .finish_non_exhaustive()
     }
 }
@@ -286,7 +287,7 @@ impl PluginHost {
         files::prepare_state_dir(&options.state_dir)?;
         Ok(PluginHost {
             registry,
-            options,
+            options: RwLock::new(Arc::new(options)),
             state: RwLock::new(State::default()),
             reloads: Mutex::new(()),
             loaded_total: AtomicU64::new(0),
@@ -298,9 +299,67 @@ impl PluginHost {
         &self.registry
     }
 
-    /// The options.
-    pub fn options(&self) -> &PluginHostOptions {
-        &self.options
+    /// The options in force.
+    pub fn options(&self) -> Arc<PluginHostOptions> {
+        self.options
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Applies new options and plugin directories (a config reload): the
+    /// options serve the next load and call; every known plugin file
+    /// outside `dirs`, or no longer accepted (`plugins.include`), is
+    /// removed, its tools leaving the registry; then every file of `dirs`
+    /// is loaded (a file whose content did not change keeps its
+    /// generation unless its `plugins.config.NAME` changed). The copies' directory (`state_dir`) is the one the host
+    /// was made with. Returns the files removed and the load outcomes.
+    pub fn reconfigure(
+        &self,
+        options: PluginHostOptions,
+        dirs: &[PathBuf],
+    ) -> (Vec<PathBuf>, Vec<(PathBuf, ReloadOutcome)>) {
+        let options = PluginHostOptions {
+            state_dir: self.options().state_dir.clone(),
+            ..options
+        };
+        let config_changed = self.options().config != options.config;
+        *self.options.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(options);
+        let options = self.options();
+        // A plugin whose `plugins.config.NAME` changed is read again (its
+        // file did not change) and so loads a new generation with it; bytes
+        // refused (their `init` may have refused the old section) are tried
+        // again with the new sections.
+        for entry in self.write_state().files.values_mut() {
+            let stale = entry
+                .current
+                .as_ref()
+                .is_some_and(|g| g.config() != options.config.get(g.name()));
+            let retry = config_changed
+                && matches!(
+                    entry.refused,
+                    Some(Refused {
+                        why: RefusedWhy::Bytes(_),
+                        ..
+                    })
+                );
+            if stale || retry {
+                entry.seen = None;
+            }
+            if retry {
+                entry.refused = None;
+            }
+        }
+        let known: Vec<PathBuf> = self.read_state().files.keys().cloned().collect();
+        let mut removed = Vec::new();
+        for file in known {
+            let in_dirs = file.parent().is_some_and(|p| dirs.iter().any(|d| d == p));
+            if (!in_dirs || !self.accepts(&file)) && self.remove_path(&file) {
+                removed.push(file);
+            }
+        }
+        let loaded = self.load_dirs(dirs);
+        (removed, loaded)
     }
 
     /// Generations loaded by this host so far (none is ever unloaded).
@@ -313,7 +372,7 @@ impl PluginHost {
     pub fn accepts(&self, path: &Path) -> bool {
         is_plugin_file(path)
             && self
-                .options
+                .options()
                 .include
                 .as_ref()
                 .is_none_or(|set| path.file_name().is_some_and(|name| set.is_match(name)))
@@ -385,9 +444,9 @@ impl PluginHost {
         let candidate = files::read_candidate(
             path,
             ReadLimits {
-                dev: self.options.dev,
-                stable_wait: self.options.stable_wait,
-                max_bytes: self.options.max_file_bytes,
+                dev: self.options().dev,
+                stable_wait: self.options().stable_wait,
+                max_bytes: self.options().max_file_bytes,
             },
         )?;
         let refused = self
@@ -414,16 +473,16 @@ impl PluginHost {
             let state = self.read_state();
             let entry = state.files.get(path);
             let previous = entry.and_then(|e| e.current.clone());
-            if previous
-                .as_ref()
-                .is_some_and(|g| g.sha256() == candidate.sha256)
-            {
+            let options = self.options();
+            if previous.as_ref().is_some_and(|g| {
+                g.sha256() == candidate.sha256 && g.config() == options.config.get(g.name())
+            }) {
                 return Ok(ReloadOutcome::Unchanged);
             }
             (previous, entry.map_or(0, |e| e.generations) + 1)
         };
         let key = pin_key(path);
-        if let Some(expected) = self.options.pin.get(&key)
+        if let Some(expected) = self.options().pin.get(&key)
             && *expected != candidate.sha256
         {
             return Err(PluginError::PinMismatch {
@@ -434,26 +493,24 @@ impl PluginHost {
             });
         }
         let sequence = self.loaded_total.fetch_add(1, Ordering::Relaxed) + 1;
-        if sequence > self.options.reload_warn_after {
+        if sequence > self.options().reload_warn_after {
             tracing::warn!(
                 loaded = sequence,
-                reload_warn_after = self.options.reload_warn_after,
+                reload_warn_after = self.options().reload_warn_after,
                 "many plugin generations loaded: none is ever unloaded, each keeps its code mapped; restart the daemon to reclaim the memory"
             );
         }
-        let generation = match Generation::load(
-            &candidate,
-            &self.options.state_dir,
-            number,
-            sequence,
-            |name| self.options.config.get(name).cloned(),
-        ) {
-            Ok(generation) => Arc::new(generation),
-            Err(error) => {
-                self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
-                return Err(error);
-            }
-        };
+        let options = self.options();
+        let generation =
+            match Generation::load(&candidate, &options.state_dir, number, sequence, |name| {
+                options.config.get(name).cloned()
+            }) {
+                Ok(generation) => Arc::new(generation),
+                Err(error) => {
+                    self.refuse(path, &candidate, RefusedWhy::Bytes(error.to_string()));
+                    return Err(error);
+                }
+            };
         let tool_names: Vec<String> = generation.tools().iter().map(|t| t.name.clone()).collect();
         if let Err(error) = self.check_conflicts(path, generation.name(), &tool_names) {
             // Its code stays mapped; the copy is not needed again.
@@ -626,14 +683,14 @@ impl PluginHost {
         let running = generation.clone();
         let owned_tool = tool.to_owned();
         let task = tokio::task::spawn_blocking(move || running.call(&owned_tool, &arguments));
-        let outcome = tokio::time::timeout(self.options.call_timeout, task).await;
+        let outcome = tokio::time::timeout(self.options().call_timeout, task).await;
         let result = match outcome {
             Err(_) => {
                 self.record_timeout(&file, &generation);
                 return Err(PluginCallError::Timeout {
                     plugin: generation.name().to_owned(),
                     tool: tool.to_owned(),
-                    timeout_ms: self.options.call_timeout.as_millis() as u64,
+                    timeout_ms: self.options().call_timeout.as_millis() as u64,
                 });
             }
             Ok(Err(join)) => {
@@ -658,7 +715,7 @@ impl PluginHost {
                 .is_some_and(|g| Arc::ptr_eq(g, generation))
         {
             entry.consecutive_timeouts += 1;
-            if entry.consecutive_timeouts >= self.options.unhealthy_after && !entry.unhealthy {
+            if entry.consecutive_timeouts >= self.options().unhealthy_after && !entry.unhealthy {
                 entry.unhealthy = true;
                 tracing::error!(
                     plugin = generation.name(),

@@ -407,6 +407,47 @@ impl Store {
         Ok(updated > 0)
     }
 
+    /// Changes a session's model and context size; returns whether the
+    /// session was there.
+    pub fn set_session_model(
+        &self,
+        id: &str,
+        model: Option<&str>,
+        context_tokens: u64,
+    ) -> Result<bool, StoreError> {
+        let updated = self.with("updating a session's model", |c| {
+            c.execute(
+                "UPDATE sessions SET model = ?2, context_tokens = ?3 WHERE id = ?1",
+                params![id, model, clamp_i64(context_tokens)],
+            )
+        })?;
+        Ok(updated > 0)
+    }
+
+    /// Deletes a session and its messages in one transaction; returns
+    /// whether it was there. Its activity log entries stay (the log is
+    /// the record of what ran), as do its subagents: delete them first.
+    pub fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        let removed = self.with("deleting a session", |c| {
+            let transaction = c.transaction()?;
+            transaction.execute("DELETE FROM messages WHERE session = ?1", params![id])?;
+            let removed = transaction.execute("DELETE FROM sessions WHERE id = ?1", params![id])?;
+            transaction.commit()?;
+            Ok(removed)
+        })?;
+        Ok(removed > 0)
+    }
+
+    /// The ids of the sessions whose parent is `id`, sorted.
+    pub fn subagents(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        self.with("listing subagents", |c| {
+            let mut statement =
+                c.prepare("SELECT id FROM sessions WHERE parent = ?1 ORDER BY id")?;
+            let rows = statement.query_map(params![id], |row| row.get(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        })
+    }
+
     /// One session, if stored.
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let row = self.with("reading a session", |c| {
@@ -870,6 +911,38 @@ mod tests {
             created_ms: now_ms(),
             messages: 0,
         }
+    }
+
+    #[test]
+    fn a_deleted_session_takes_its_messages_and_a_model_change_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("quiver.db")).unwrap();
+        store.create_session(&session("a")).unwrap();
+        store
+            .create_session(&SessionRecord {
+                parent: Some("a".into()),
+                ..session("child")
+            })
+            .unwrap();
+        store.create_session(&session("b")).unwrap();
+        store.append_message("a", &Message::user("gone")).unwrap();
+        store.append_message("b", &Message::user("kept")).unwrap();
+        assert_eq!(store.subagents("a").unwrap(), ["child"]);
+        assert!(store.set_session_model("b", Some("other"), 8000).unwrap());
+        let b = store.session("b").unwrap().unwrap();
+        assert_eq!(
+            (b.model.as_deref(), b.context_tokens),
+            (Some("other"), 8000)
+        );
+        assert!(store.delete_session("child").unwrap());
+        assert!(store.delete_session("a").unwrap());
+        assert!(!store.delete_session("a").unwrap());
+        assert!(store.session("a").unwrap().is_none());
+        assert!(store.messages("a").unwrap().is_empty());
+        assert_eq!(store.messages("b").unwrap().len(), 1);
+        // The id can be used again, from an empty history.
+        store.create_session(&session("a")).unwrap();
+        assert_eq!(store.session("a").unwrap().unwrap().messages, 0);
     }
 
     #[test]
