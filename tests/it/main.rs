@@ -55,6 +55,7 @@ mod daemon_restart_keeps_sessions;
 mod daemon_search_loop_guard_ends_the_turn;
 mod daemon_session_grant_limits_tools;
 mod daemon_stops_promptly_on_sigterm;
+mod daemon_turns_stream_as_they_happen;
 mod dispatch_approval_times_out_and_denies;
 mod dispatch_bridge_calls_are_recorded_without_tool_hooks;
 mod dispatch_bypass_attempts_are_refused;

@@ -1,6 +1,7 @@
 //! `quiver chat`: an interactive conversation with a configured model, in
 //! this process (the same tools, chain and state directory as the daemon).
-//! The activity feed is shown as it happens, with the real tool names, and
+//! The model's text is printed as it streams in, the activity feed shown
+//! as it happens, with the real tool names, and
 //! calls that need approval are asked on the terminal. Sessions are stored
 //! like the daemon's: `--session ID` resumes one.
 
@@ -12,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use quiver_daemon::{Daemon, DaemonOptions, NewSession};
 use quiver_dispatch::approval::terminal::TerminalApprover;
@@ -119,6 +120,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             }
         });
         let mut approval_writer = Some(approval_writer);
+        let mut items = daemon.subscribe_turns();
         loop {
             eprint!("> ");
             let _ = std::io::stderr().flush();
@@ -146,8 +148,23 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             }
             let turn = daemon.run_turn(&id, text.to_owned());
             tokio::pin!(turn);
+            // Items of earlier turns (or other sessions) are not this turn's.
+            while !matches!(
+                items.try_recv(),
+                Err(TryRecvError::Empty | TryRecvError::Closed)
+            ) {}
+            let mut printer = StreamPrinter::default();
             let outcome = loop {
                 tokio::select! {
+                    biased;
+                    item = items.recv() => match item {
+                        Ok(item) if item.session == id => printer.show(&item),
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(skipped)) => {
+                            eprintln!("({skipped} pieces of the answer not shown: the terminal fell behind)");
+                        }
+                        Err(RecvError::Closed) => {}
+                    },
                     outcome = &mut turn => break outcome,
                     line = lines.recv(), if approval_writer.is_some() => match line {
                         Some(answer) if interactive && !asking.load(Ordering::SeqCst) => {
@@ -165,9 +182,19 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                     },
                 }
             };
+            // The turn's task sent everything before it ended.
+            while let Ok(item) = items.try_recv() {
+                if item.session == id {
+                    printer.show(&item);
+                }
+            }
+            printer.end_line();
             match outcome {
                 Ok(outcome) => {
-                    println!("{}", outcome.reply);
+                    // A model that does not stream: the answer comes whole.
+                    if !printer.streamed_last {
+                        println!("{}", outcome.reply);
+                    }
                     if outcome.stop != quiver_agent::StopReason::Answer {
                         eprintln!("(turn ended: {:?})", outcome.stop);
                     }
@@ -179,6 +206,46 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a turn's answers on stdout as they stream in.
+#[derive(Default)]
+struct StreamPrinter {
+    /// Text was printed since the last line end.
+    open_line: bool,
+    /// The last whole answer was printed as it streamed.
+    streamed_last: bool,
+    /// Text pieces of the answer being streamed.
+    pieces: usize,
+}
+
+impl StreamPrinter {
+    fn show(&mut self, item: &quiver_daemon::turn_stream::TurnItem) {
+        use quiver_daemon::turn_stream::{MESSAGE_DELTA, MESSAGE_DONE};
+        match item.event {
+            MESSAGE_DELTA => {
+                if let Some(text) = item.data["text"].as_str() {
+                    print!("{text}");
+                    let _ = std::io::stdout().flush();
+                    self.open_line = true;
+                    self.pieces += 1;
+                }
+            }
+            MESSAGE_DONE => {
+                self.end_line();
+                self.streamed_last = self.pieces > 0;
+                self.pieces = 0;
+            }
+            _ => {}
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.open_line {
+            println!();
+            self.open_line = false;
+        }
+    }
 }
 
 fn show_tools(daemon: &Daemon, id: &str) -> Result<()> {
