@@ -1,5 +1,7 @@
-//! `quiver chat`: an interactive conversation with a configured model, in
-//! this process (the same tools, chain and state directory as the daemon).
+//! `quiver chat`: an interactive conversation with a configured model,
+//! through the daemon running on the state directory when there is one
+//! (see `chat_remote`), else in this process (the same tools, chain and
+//! state directory as the daemon).
 //! The model's text is printed as it streams in, the activity feed shown
 //! as it happens, with the real tool names, and
 //! calls that need approval are asked on the terminal. Sessions are stored
@@ -41,7 +43,7 @@ pub(crate) struct ChatArgs {
     dev: bool,
 }
 
-const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
+pub(crate) const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
 
 /// Runs the conversation until `/quit` or the end of input.
 pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
@@ -74,7 +76,21 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let state_dir = config.serve.state_dir();
     runtime.block_on(async move {
+        // A daemon already serving this state directory runs the
+        // conversation: its tools and MCP servers are not started twice.
+        if let Some(attached) = crate::chat_remote::Attached::find(&state_dir).await {
+            return crate::chat_remote::run(
+                attached,
+                args.session,
+                args.model,
+                args.grants,
+                &mut lines,
+                interactive,
+            )
+            .await;
+        }
         let daemon = Daemon::start(
             config,
             DaemonOptions {
@@ -158,7 +174,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 tokio::select! {
                     biased;
                     item = items.recv() => match item {
-                        Ok(item) if item.session == id => printer.show(&item),
+                        Ok(item) if item.session == id => printer.show(item.event, &item.data),
                         Ok(_) => {}
                         Err(RecvError::Lagged(skipped)) => {
                             eprintln!("({skipped} pieces of the answer not shown: the terminal fell behind)");
@@ -185,7 +201,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             // The turn's task sent everything before it ended.
             while let Ok(item) = items.try_recv() {
                 if item.session == id {
-                    printer.show(&item);
+                    printer.show(item.event, &item.data);
                 }
             }
             printer.end_line();
@@ -210,21 +226,23 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
 
 /// Prints a turn's answers on stdout as they stream in.
 #[derive(Default)]
-struct StreamPrinter {
+pub(crate) struct StreamPrinter {
     /// Text was printed since the last line end.
     open_line: bool,
     /// The last whole answer was printed as it streamed.
-    streamed_last: bool,
+    pub(crate) streamed_last: bool,
     /// Text pieces of the answer being streamed.
     pieces: usize,
 }
 
 impl StreamPrinter {
-    fn show(&mut self, item: &quiver_daemon::turn_stream::TurnItem) {
+    /// Shows a turn item (`message.delta`, `message.done`; others are not
+    /// its business).
+    pub(crate) fn show(&mut self, event: &str, data: &serde_json::Value) {
         use quiver_daemon::turn_stream::{MESSAGE_DELTA, MESSAGE_DONE};
-        match item.event {
+        match event {
             MESSAGE_DELTA => {
-                if let Some(text) = item.data["text"].as_str() {
+                if let Some(text) = data["text"].as_str() {
                     print!("{text}");
                     let _ = std::io::stdout().flush();
                     self.open_line = true;
@@ -240,7 +258,8 @@ impl StreamPrinter {
         }
     }
 
-    fn end_line(&mut self) {
+    /// Ends the line of text being streamed, if one is open.
+    pub(crate) fn end_line(&mut self) {
         if self.open_line {
             println!();
             self.open_line = false;
