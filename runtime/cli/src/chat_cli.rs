@@ -91,6 +91,12 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             )
             .await;
         }
+        if crate::serve_cli::DaemonFile::read(&state_dir).is_some() {
+            eprintln!(
+                "(the daemon {} names does not answer: running in this process)",
+                crate::serve_cli::DaemonFile::path(&state_dir).display()
+            );
+        }
         let daemon = Daemon::start(
             config,
             DaemonOptions {

@@ -302,21 +302,34 @@ async fn turn(
     }
 }
 
-/// The daemon's pending approval of call `call` of session `id`.
+/// Tries at finding a call's approval in the daemon's queue, and the pause
+/// between two: the `awaiting approval` event is recorded just before the
+/// call is queued, so it may come first.
+const APPROVAL_LOOKUPS: (u32, Duration) = (200, Duration::from_millis(25));
+
+/// The daemon's pending approval of call `call` of session `id`; `None`
+/// when it is not (or no longer) queued.
 async fn pending_approval(daemon: &Attached, id: &str, call: u64) -> Option<Value> {
-    let answer = daemon
-        .call(
-            reqwest::Method::GET,
-            &format!("/v1/approvals?session={id}"),
-            None,
-        )
-        .await
-        .ok()?;
-    answer["approvals"]
-        .as_array()?
-        .iter()
-        .find(|a| a["call_id"].as_u64() == Some(call))
-        .cloned()
+    let (tries, pause) = APPROVAL_LOOKUPS;
+    for _ in 0..tries {
+        let answer = daemon
+            .call(
+                reqwest::Method::GET,
+                &format!("/v1/approvals?session={id}"),
+                None,
+            )
+            .await
+            .ok()?;
+        let found = answer["approvals"]
+            .as_array()
+            .and_then(|pending| pending.iter().find(|a| a["call_id"].as_u64() == Some(call)))
+            .cloned();
+        if found.is_some() {
+            return found;
+        }
+        tokio::time::sleep(pause).await;
+    }
+    None
 }
 
 /// Shows the approval prompt (the terminal approver's wording).
