@@ -1,5 +1,7 @@
 //! The OpenAI-compatible Chat Completions client
-//! (`POST {base_url}/chat/completions`, non-streaming), as served by OpenAI,
+//! (`POST {base_url}/chat/completions`; streamed with `stream: true` and
+//! `stream_options.include_usage` unless the model's `stream` is `false`),
+//! as served by OpenAI,
 //! llama.cpp's server, vLLM, Ollama and most gateways.
 //!
 //! What differs between those servers, and how the client copes:
