@@ -97,6 +97,7 @@ mod model_openai_switches_to_max_completion_tokens_when_asked;
 mod model_request_timeout_names_the_model;
 mod model_retries_server_errors_then_succeeds;
 mod model_scripted_server_keeps_concurrent_conversations_apart;
+mod model_streamed_answers_equal_plain_ones;
 mod out_of_scope_server_is_invisible;
 mod oversized_server_is_summarised_while_small_servers_stay_full;
 mod plugin_abi_mismatch_is_refused;
