@@ -1,5 +1,6 @@
 //! `quiver chat` on a terminal: a message runs a turn against the
-//! configured model, the activity feed is shown as it happens with the real
+//! configured model, its text printed as it streams, the activity feed is
+//! shown as it happens with the real
 //! tool names, a call needing approval is asked on the terminal and
 //! answered there, and the session is stored for later.
 
@@ -33,7 +34,7 @@ fn chat(fixture: &Fixture, config: &std::path::Path, input: &[u8]) -> Child {
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_runs_turns_shows_the_feed_and_asks() {
     let script = json!([{"match": "list and count", "steps": [
-        {"tool_calls": [{"name": "tool_call", "arguments": {"name": "word_count", "arguments": {"text": "a b"}}}]},
+        {"content": "Counting first.", "tool_calls": [{"name": "tool_call", "arguments": {"name": "word_count", "arguments": {"text": "a b"}}}]},
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo from-the-shell"}}]},
         {"content": "all done: {{last_tool_result}}"}
     ]}]);
@@ -50,6 +51,9 @@ async fn chat_runs_turns_shows_the_feed_and_asks() {
         stdout.contains("all done:") && stdout.contains("from-the-shell"),
         "{stdout}\n{stderr}"
     );
+    // Every step's text is printed as it streams, the answer once.
+    assert!(stdout.starts_with("Counting first.\n"), "{stdout}");
+    assert_eq!(stdout.matches("all done:").count(), 1, "{stdout}");
     assert!(
         stderr.contains("· word_count via tool_call  ok"),
         "{stderr}"

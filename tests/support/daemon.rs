@@ -231,6 +231,57 @@ impl TestDaemon {
         events
     }
 
+    /// `GET path` with the token, answered as server-sent events: the
+    /// response, its headers read (the stream is subscribed by then).
+    pub async fn open_events(&self, path: &str) -> reqwest::Response {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        response
+    }
+
+    /// Posts `text` to `session` with `?stream=true`: every event of the
+    /// answer, `(event name, data)`, until the stream ends (or `timeout`).
+    pub async fn say_streaming(
+        &self,
+        session: &str,
+        text: &str,
+        timeout: Duration,
+    ) -> Vec<(String, Value)> {
+        let response = self.post_streaming(session, text).await;
+        read_named_events(response, timeout, |_, _| false).await
+    }
+
+    /// Posts `text` to `session` with `?stream=true`; the response, its
+    /// headers read.
+    pub async fn post_streaming(&self, session: &str, text: &str) -> reqwest::Response {
+        let response = self
+            .client
+            .post(format!(
+                "{}/v1/sessions/{session}/messages?stream=true",
+                self.url
+            ))
+            .bearer_auth(&self.token)
+            .json(&json!({"content": text}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        response
+    }
+
     /// Stops the daemon with SIGTERM and waits for it to exit.
     pub fn stop(&mut self) {
         let status = self
@@ -327,6 +378,45 @@ async fn decode(response: reqwest::Response) -> (u16, Value) {
         serde_json::from_str(&text).unwrap_or(Value::String(text))
     };
     (status, body)
+}
+
+/// The server-sent events of `response`, `(event name, data as JSON)`,
+/// until the stream ends, `timeout` passes, or `last` says an event was the
+/// last wanted. Comment lines (keep-alives) are skipped.
+pub async fn read_named_events(
+    mut response: reqwest::Response,
+    timeout: Duration,
+    mut last: impl FnMut(&str, &Value) -> bool,
+) -> Vec<(String, Value)> {
+    let deadline = Instant::now() + timeout;
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(Ok(Some(chunk))) = tokio::time::timeout(left, response.chunk()).await else {
+            return events;
+        };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut name = "message".to_owned();
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event:") {
+                    name = value.trim().to_owned();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data = Some(serde_json::from_str::<Value>(value.trim()).unwrap());
+                }
+            }
+            if let Some(data) = data {
+                let done = last(&name, &data);
+                events.push((name, data));
+                if done {
+                    return events;
+                }
+            }
+        }
+    }
 }
 
 /// The names of an OpenAI-style tools array.

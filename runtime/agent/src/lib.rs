@@ -24,7 +24,7 @@ use quiver_catalog::bridge::TOOL_SEARCH;
 use quiver_dispatch::{Dispatcher, Event, Session, Status};
 use quiver_model::{
     Completion, CompletionRequest, FinishReason, Message, ModelError, ModelProvider, Role,
-    ToolCall, Usage,
+    StreamDelta, ToolCall, Usage,
 };
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::tokens;
@@ -108,10 +108,23 @@ impl TurnError {
 }
 
 /// Where a turn's messages go as they happen (the session store), so a
-/// turn that fails halfway keeps what it did.
+/// turn that fails halfway keeps what it did; and where the model's answers
+/// are shown as they stream in (both default to nothing).
 pub trait TurnLog: Send {
     /// Keeps `message`.
     fn append(&mut self, message: &Message) -> Result<(), quiver_store::StoreError>;
+
+    /// A piece of the answer to model request `step` (1-based), as it
+    /// arrives; only models that stream give any.
+    fn delta(&mut self, step: u32, delta: StreamDelta<'_>) {
+        let _ = (step, delta);
+    }
+
+    /// The whole answer to model request `step`, as it is kept (after
+    /// [`TurnLog::append`]), with what it cost and why it stopped.
+    fn message_done(&mut self, step: u32, message: &Message, usage: Usage, finish: &FinishReason) {
+        let _ = (step, message, usage, finish);
+    }
 }
 
 /// A log that keeps nothing (tests, one-off runs).
@@ -154,6 +167,14 @@ pub struct Turn<'a> {
     pub history: &'a mut Vec<Message>,
     /// Receives each new message as it happens.
     pub log: &'a mut dyn TurnLog,
+}
+
+/// One model request of a turn: what it offers and which step it is.
+struct Ask<'a> {
+    tools: &'a [Value],
+    allow_tools: bool,
+    /// The request's number in the turn, 1-based.
+    step: u32,
 }
 
 impl Agent {
@@ -217,16 +238,23 @@ impl Agent {
                     context_tokens,
                     history,
                     turn_start,
-                    assembly.tools(),
-                    true,
+                    Ask {
+                        tools: assembly.tools(),
+                        allow_tools: true,
+                        step: outcome.steps,
+                    },
+                    &mut *log,
                 )
                 .await?;
             outcome.usage.add(completion.usage);
             let Completion {
-                message, finish, ..
+                message,
+                finish,
+                usage,
             } = completion;
             let calls = message.tool_calls.clone();
             log.append(&message)?;
+            log.message_done(outcome.steps, &message, usage, &finish);
             history.push(message.clone());
             if calls.is_empty() {
                 outcome.reply = message.content;
@@ -308,12 +336,24 @@ impl Agent {
         // the tools it used defined.
         let tools = last_assembly.as_ref().map_or(&[][..], |a| a.tools());
         let completion = self
-            .ask(model, context_tokens, history, turn_start, tools, false)
+            .ask(
+                model,
+                context_tokens,
+                history,
+                turn_start,
+                Ask {
+                    tools,
+                    allow_tools: false,
+                    step: outcome.steps,
+                },
+                &mut *log,
+            )
             .await?;
         outcome.usage.add(completion.usage);
         // A server may ignore "no tools"; its calls are not run.
         let answer = Message::assistant(completion.message.content, Vec::new());
         log.append(&answer)?;
+        log.message_done(outcome.steps, &answer, completion.usage, &completion.finish);
         history.push(answer.clone());
         outcome.reply = answer.content;
         outcome.stop = stop;
@@ -326,22 +366,31 @@ impl Agent {
         context_tokens: u64,
         history: &[Message],
         turn_start: usize,
-        tools: &[Value],
-        allow_tools: bool,
+        ask: Ask<'_>,
+        log: &mut dyn TurnLog,
     ) -> Result<Completion, ModelError> {
+        let Ask {
+            tools,
+            allow_tools,
+            step,
+        } = ask;
         let tools_tokens = tokens::count(&Value::from(tools.to_vec()).to_string());
         let reserved =
             tools_tokens + tokens::count(&self.config.system_prompt) + context_tokens / 8; // room for the answer
         let window = fit_history(history, turn_start, context_tokens.saturating_sub(reserved));
         let window = answer_unanswered_calls(window);
+        let mut on_delta = |delta: StreamDelta<'_>| log.delta(step, delta);
         model
-            .complete(CompletionRequest {
-                system: &self.config.system_prompt,
-                messages: &window,
-                tools,
-                max_output_tokens: 0,
-                allow_tools,
-            })
+            .complete_streaming(
+                CompletionRequest {
+                    system: &self.config.system_prompt,
+                    messages: &window,
+                    tools,
+                    max_output_tokens: 0,
+                    allow_tools,
+                },
+                &mut on_delta,
+            )
             .await
     }
 

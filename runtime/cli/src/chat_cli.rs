@@ -1,6 +1,9 @@
-//! `quiver chat`: an interactive conversation with a configured model, in
-//! this process (the same tools, chain and state directory as the daemon).
-//! The activity feed is shown as it happens, with the real tool names, and
+//! `quiver chat`: an interactive conversation with a configured model,
+//! through the daemon running on the state directory when there is one
+//! (see `chat_remote`), else in this process (the same tools, chain and
+//! state directory as the daemon).
+//! The model's text is printed as it streams in, the activity feed shown
+//! as it happens, with the real tool names, and
 //! calls that need approval are asked on the terminal. Sessions are stored
 //! like the daemon's: `--session ID` resumes one.
 
@@ -12,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use quiver_daemon::{Daemon, DaemonOptions, NewSession};
 use quiver_dispatch::approval::terminal::TerminalApprover;
@@ -40,7 +43,7 @@ pub(crate) struct ChatArgs {
     dev: bool,
 }
 
-const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
+pub(crate) const HELP: &str = "/help: this list; /tools: what the model is sent now; /session: the session id; /quit (or end of input): leave";
 
 /// Runs the conversation until `/quit` or the end of input.
 pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
@@ -73,7 +76,27 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let state_dir = config.serve.state_dir();
     runtime.block_on(async move {
+        // A daemon already serving this state directory runs the
+        // conversation: its tools and MCP servers are not started twice.
+        if let Some(attached) = crate::chat_remote::Attached::find(&state_dir).await {
+            return crate::chat_remote::run(
+                attached,
+                args.session,
+                args.model,
+                args.grants,
+                &mut lines,
+                interactive,
+            )
+            .await;
+        }
+        if crate::serve_cli::DaemonFile::read(&state_dir).is_some() {
+            eprintln!(
+                "(the daemon {} names does not answer: running in this process)",
+                crate::serve_cli::DaemonFile::path(&state_dir).display()
+            );
+        }
         let daemon = Daemon::start(
             config,
             DaemonOptions {
@@ -120,6 +143,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             }
         });
         let mut approval_writer = Some(approval_writer);
+        let mut items = daemon.subscribe_turns();
         loop {
             eprint!("> ");
             let _ = std::io::stderr().flush();
@@ -147,8 +171,23 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
             }
             let turn = daemon.run_turn(&id, text.to_owned());
             tokio::pin!(turn);
+            // Items of earlier turns (or other sessions) are not this turn's.
+            while !matches!(
+                items.try_recv(),
+                Err(TryRecvError::Empty | TryRecvError::Closed)
+            ) {}
+            let mut printer = StreamPrinter::default();
             let outcome = loop {
                 tokio::select! {
+                    biased;
+                    item = items.recv() => match item {
+                        Ok(item) if item.session == id => printer.show(item.event, &item.data),
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(skipped)) => {
+                            eprintln!("({skipped} pieces of the answer not shown: the terminal fell behind)");
+                        }
+                        Err(RecvError::Closed) => {}
+                    },
                     outcome = &mut turn => break outcome,
                     line = lines.recv(), if approval_writer.is_some() => match line {
                         Some(answer) if interactive && !asking.load(Ordering::SeqCst) => {
@@ -166,9 +205,19 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                     },
                 }
             };
+            // The turn's task sent everything before it ended.
+            while let Ok(item) = items.try_recv() {
+                if item.session == id {
+                    printer.show(item.event, &item.data);
+                }
+            }
+            printer.end_line();
             match outcome {
                 Ok(outcome) => {
-                    println!("{}", outcome.reply);
+                    // A model that does not stream: the answer comes whole.
+                    if !printer.streamed_last {
+                        println!("{}", outcome.reply);
+                    }
                     if outcome.stop != quiver_agent::StopReason::Answer {
                         eprintln!("(turn ended: {:?})", outcome.stop);
                     }
@@ -180,6 +229,49 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a turn's answers on stdout as they stream in.
+#[derive(Default)]
+pub(crate) struct StreamPrinter {
+    /// Text was printed since the last line end.
+    open_line: bool,
+    /// The last whole answer was printed as it streamed.
+    pub(crate) streamed_last: bool,
+    /// Text pieces of the answer being streamed.
+    pieces: usize,
+}
+
+impl StreamPrinter {
+    /// Shows a turn item (`message.delta`, `message.done`; others are not
+    /// its business).
+    pub(crate) fn show(&mut self, event: &str, data: &serde_json::Value) {
+        use quiver_daemon::turn_stream::{MESSAGE_DELTA, MESSAGE_DONE};
+        match event {
+            MESSAGE_DELTA => {
+                if let Some(text) = data["text"].as_str() {
+                    print!("{text}");
+                    let _ = std::io::stdout().flush();
+                    self.open_line = true;
+                    self.pieces += 1;
+                }
+            }
+            MESSAGE_DONE => {
+                self.end_line();
+                self.streamed_last = self.pieces > 0;
+                self.pieces = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the line of text being streamed, if one is open.
+    pub(crate) fn end_line(&mut self) {
+        if self.open_line {
+            println!();
+            self.open_line = false;
+        }
+    }
 }
 
 fn show_tools(daemon: &Daemon, id: &str) -> Result<()> {

@@ -20,6 +20,7 @@ use quiver_tool::scope::Scope;
 
 mod call_cli;
 mod chat_cli;
+mod chat_remote;
 mod example_server;
 mod plugin_cli;
 mod serve_cli;

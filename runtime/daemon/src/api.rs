@@ -15,8 +15,8 @@
 //! | `GET /v1/sessions/{id}` | a session and its messages |
 //! | `PATCH /v1/sessions/{id}` | `{model?, grants?, context_tokens?}`: switches the model or the grant (a subagent's within its parent's) |
 //! | `DELETE /v1/sessions/{id}` | deletes the session, its messages and its subagents |
-//! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome |
-//! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first) |
+//! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome; `?stream=true`: as server-sent events while it runs (`message.delta`, `message.done`, `activity`, then `turn.done` or `error`) |
+//! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first); a session's also carries its live `message.delta` and `message.done` |
 //! | `GET /v1/sessions/{id}/catalog`, `GET /v1/catalog` | the assembled tools, tier and listing (`?context_tokens=`, `?grant=a,b`) |
 //! | `GET /v1/approvals`, `POST /v1/approvals/{id}` | pending approvals; `{decision: approve \| approve_for_session \| deny, reason?, digest?}` |
 //! | `GET/POST /v1/gateway/clients`, `DELETE /v1/gateway/clients/{name}` | MCP gateway clients with their own token and grant |
@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::gateway::{GatewayHandler, GatewayIdentity};
+use super::turn_stream::{self, OrderedMessages, TurnItem};
 use super::{Daemon, DaemonError, NewSession, SessionChange, jsonrpc};
 use quiver_dispatch::Decision;
 use quiver_dispatch::approval::queue::AnswerError;
@@ -620,12 +621,22 @@ struct PostMessage {
     content: String,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PostMessageQuery {
+    /// Answer as server-sent events while the turn runs.
+    #[serde(default)]
+    stream: bool,
+}
+
 async fn post_message(
     State(state): State<ApiState>,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<PostMessageQuery>, QueryRejection>,
     body: Result<Json<Value>, JsonRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let Path(id) = path?;
+    let Query(query) = query?;
     let message: PostMessage = object_body(body)?;
     if message.content.trim().is_empty() {
         return Err(ApiError::new(
@@ -634,8 +645,120 @@ async fn post_message(
             "`content` is empty",
         ));
     }
-    let outcome = state.daemon.run_turn(&id, message.content).await?;
-    Ok(Json(json!(outcome)))
+    if !query.stream {
+        let outcome = state.daemon.run_turn(&id, message.content).await?;
+        return Ok(Json(json!(outcome)).into_response());
+    }
+    // Subscribed before the turn starts, so that none of it is missed.
+    let items = state.daemon.subscribe_turns();
+    let task = state.daemon.start_turn(&id, message.content)?;
+    let events = TurnEvents {
+        session: id,
+        items: Some(items),
+        task: Some(task),
+        tail: std::collections::VecDeque::new(),
+    };
+    let stream = futures_util::stream::unfold(events, |mut events| async move {
+        let event = events.next().await?;
+        Some((Ok::<_, Infallible>(event), events))
+    })
+    .take_until(state.shutdown.cancelled_owned());
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// One streamed turn as server-sent events: its items as they happen,
+/// then `turn.done` (or `error`), then the end. A client that goes away
+/// drops only this; the turn runs on and is stored.
+struct TurnEvents {
+    session: String,
+    /// `None` once the channel closed (the daemon is going away).
+    items: Option<tokio::sync::broadcast::Receiver<Arc<TurnItem>>>,
+    task: Option<tokio::task::JoinHandle<Result<quiver_agent::TurnOutcome, DaemonError>>>,
+    /// What is left to send once the turn ended.
+    tail: std::collections::VecDeque<SseEvent>,
+}
+
+impl TurnEvents {
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            let Some(task) = self.task.as_mut() else {
+                return self.tail.pop_front();
+            };
+            let received = match self.items.as_mut() {
+                Some(items) => tokio::select! {
+                    // Items first: everything the turn produced goes out
+                    // before its end.
+                    biased;
+                    item = items.recv() => Some(item),
+                    ended = task => { self.finish(ended); None }
+                },
+                None => {
+                    let ended = task.await;
+                    self.finish(ended);
+                    None
+                }
+            };
+            match received {
+                Some(Ok(item)) if item.session == self.session => {
+                    return Some(turn_item_event(&item));
+                }
+                Some(Ok(_)) | None => {}
+                Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(lost))) => {
+                    return Some(
+                        SseEvent::default()
+                            .event("lagged")
+                            .data(json!({"lost": lost}).to_string()),
+                    );
+                }
+                Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => self.items = None,
+            }
+        }
+    }
+
+    /// The turn ended: what it produced and nobody read yet, then its
+    /// outcome.
+    fn finish(
+        &mut self,
+        ended: Result<Result<quiver_agent::TurnOutcome, DaemonError>, tokio::task::JoinError>,
+    ) {
+        self.task = None;
+        if let Some(items) = self.items.as_mut() {
+            // The turn's task sent everything before it ended.
+            while let Ok(item) = items.try_recv() {
+                if item.session == self.session {
+                    self.tail.push_back(turn_item_event(&item));
+                }
+            }
+        }
+        let last = match ended {
+            Ok(Ok(outcome)) => SseEvent::default()
+                .event(turn_stream::TURN_DONE)
+                .data(json!(outcome).to_string()),
+            Ok(Err(error)) => turn_error_event(ApiError::from(error)),
+            Err(error) => turn_error_event(ApiError::from(DaemonError::TurnAborted {
+                session: self.session.clone(),
+                detail: error.to_string(),
+            })),
+        };
+        self.tail.push_back(last);
+    }
+}
+
+fn turn_item_event(item: &TurnItem) -> SseEvent {
+    SseEvent::default()
+        .event(item.event)
+        .data(item.data.to_string())
+}
+
+/// `event: error` with the JSON a plain POST would have answered, and its
+/// HTTP status.
+fn turn_error_event(error: ApiError) -> SseEvent {
+    SseEvent::default().event(turn_stream::TURN_ERROR).data(
+        json!({"error": error.code, "message": error.message, "status": error.status.as_u16()})
+            .to_string(),
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -813,12 +936,67 @@ fn events_stream(
         after,
         now,
     );
-    let stream = futures_util::stream::unfold(feed, |mut feed| async move {
-        let record = feed.next().await?;
-        Some((Ok(sse_event(&record)), feed))
+    // A session's feed carries its turns' messages too, where they happened
+    // among its activity.
+    let messages = feed
+        .session
+        .clone()
+        .map(|session| (daemon.subscribe_turns(), OrderedMessages::new(session)));
+    let stream = SessionStream { feed, messages };
+    let stream = futures_util::stream::unfold(stream, |mut stream| async move {
+        let event = stream.next().await?;
+        Some((Ok(event), stream))
     })
     .take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// An event stream: the activity records of [`EventFeed`], and for a
+/// session's feed its turns' `message.delta` and `message.done` items put
+/// in their place among them.
+struct SessionStream<S> {
+    feed: EventFeed<S>,
+    messages: Option<(
+        tokio::sync::broadcast::Receiver<Arc<TurnItem>>,
+        OrderedMessages,
+    )>,
+}
+
+impl<S: StoredRecords> SessionStream<S> {
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            let Some((items, order)) = self.messages.as_mut() else {
+                return self.feed.next().await.map(|record| sse_event(&record));
+            };
+            if let Some(item) = order.ready() {
+                return Some(turn_item_event(&item));
+            }
+            let deadline = order.deadline();
+            tokio::select! {
+                record = self.feed.next() => {
+                    let record = record?;
+                    order.record_sent(&record);
+                    return Some(sse_event(&record));
+                }
+                item = items.recv() => match item {
+                    Ok(item) => order.item(item),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
+                        tracing::debug!(lost, "a session feed fell behind on turn messages");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => self.messages = None,
+                },
+                () = wait_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`; for ever without one.
+async fn wait_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[derive(Deserialize, Default)]

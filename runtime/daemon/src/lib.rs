@@ -19,6 +19,7 @@ pub mod settings;
 pub mod startup;
 pub mod stdio;
 pub mod telemetry;
+pub mod turn_stream;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use quiver_agent::{Agent, Turn, TurnError, TurnLog, TurnOutcome};
+use quiver_agent::{Agent, Turn, TurnError, TurnOutcome};
 use quiver_catalog::assembly::{Assembler, Assembly};
 use quiver_core_tools::{CoreToolSet, CoreToolsError};
 use quiver_dispatch::approval::queue::ApprovalQueue;
@@ -344,6 +345,7 @@ pub struct Daemon {
     watcher: std::sync::Mutex<Option<PluginWatcher>>,
     persister: std::sync::Mutex<Option<JoinHandle<()>>>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+    turn_items: turn_stream::TurnItems,
 }
 
 /// What one config builds, swapped whole on a reload: a request or turn
@@ -674,6 +676,7 @@ impl Daemon {
             feed_config.capacity,
         ));
         let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
+        let config_capacity = feed_config.capacity;
         let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
         tokio::spawn(announce_definition_changes(
             mcp.subscribe_integrity(),
@@ -697,6 +700,8 @@ impl Daemon {
             watcher: std::sync::Mutex::new(None),
             persister: std::sync::Mutex::new(Some(persister)),
             records,
+            // Deltas come many to an answer: room for several answers.
+            turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
         });
         daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);
@@ -967,6 +972,13 @@ impl Daemon {
     /// API's event streams.
     pub fn subscribe_records(&self) -> tokio::sync::broadcast::Receiver<Arc<EventRecord>> {
         self.records.subscribe()
+    }
+
+    /// What running turns produce as it happens (text deltas, whole
+    /// answers, tool activity), every session's, in order; see
+    /// [`turn_stream`].
+    pub fn subscribe_turns(&self) -> tokio::sync::broadcast::Receiver<Arc<turn_stream::TurnItem>> {
+        self.turn_items.subscribe()
     }
 
     /// The dispatcher every call goes through (the chain of the config
@@ -1397,6 +1409,23 @@ impl Daemon {
         id: &str,
         text: String,
     ) -> Result<TurnOutcome, DaemonError> {
+        self.start_turn(id, text)?
+            .await
+            .map_err(|e| DaemonError::TurnAborted {
+                session: id.to_owned(),
+                detail: e.to_string(),
+            })?
+    }
+
+    /// Starts one turn of session `id` for `text` in a task of its own,
+    /// after the checks that refuse it ([`Daemon::run_turn`] waits for it);
+    /// what it produces goes to [`Daemon::subscribe_turns`] as it happens.
+    /// Dropping the handle leaves the turn running.
+    pub fn start_turn(
+        self: &Arc<Self>,
+        id: &str,
+        text: String,
+    ) -> Result<JoinHandle<Result<TurnOutcome, DaemonError>>, DaemonError> {
         let live = self.session(id)?;
         if live.record.kind != SessionKind::Chat {
             return Err(DaemonError::NotAChat(id.to_owned()));
@@ -1449,9 +1478,11 @@ impl Daemon {
                 .into_iter()
                 .map(|m| m.message)
                 .collect();
-            let mut log = StoreLog {
+            turn_stream::observe(&live.session, &daemon.turn_items);
+            let mut log = turn_stream::StreamingLog {
                 store: daemon.store.clone(),
                 session: live.record.id.clone(),
+                items: daemon.turn_items.clone(),
             };
             let outcome = agent
                 .run_turn(
@@ -1467,10 +1498,7 @@ impl Daemon {
                 .await?;
             Ok::<_, DaemonError>(outcome)
         });
-        task.await.map_err(|e| DaemonError::TurnAborted {
-            session: id.to_owned(),
-            detail: e.to_string(),
-        })?
+        Ok(task)
     }
 
     /// The daemon's state, for `quiver status` and `/v1/status`.
@@ -1597,20 +1625,6 @@ fn check_context_tokens(asked: Option<u64>) -> Result<(), DaemonError> {
 enum Origin {
     New,
     Stored,
-}
-
-/// A turn's messages go to the session's rows as they happen.
-struct StoreLog {
-    store: Arc<Store>,
-    session: String,
-}
-
-impl TurnLog for StoreLog {
-    fn append(&mut self, message: &Message) -> Result<(), StoreError> {
-        self.store
-            .append_message(&self.session, message)
-            .map(|_| ())
-    }
 }
 
 /// Writes every event of the feed to the activity log, then passes it on

@@ -55,7 +55,7 @@ pub use hooks::{HookRefused, Hooks, PostHooksLayer, PreHooksLayer};
 pub use quiver_tool::executor::{
     BoxFuture, CoreTools, Executors, ResolvedCall, ToolError, ToolExecutor,
 };
-pub use session::{Session, SessionError};
+pub use session::{EventObserver, Session, SessionError};
 pub use transform::{ResultCapLayer, cut_result};
 pub use validate::{InvalidArguments, OutputValidationLayer, ValidationLayer};
 

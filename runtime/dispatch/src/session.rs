@@ -44,6 +44,22 @@ pub struct Session {
     /// this process): a deferred tool called before is a guess, which the
     /// metrics count.
     searched: std::sync::atomic::AtomicBool,
+    /// Sees every event as it is recorded (see [`Session::set_observer`]).
+    observer: Mutex<Option<EventObserver>>,
+}
+
+/// A function called with each event of a session as it is recorded, in
+/// the task that records it.
+#[derive(Clone)]
+pub struct EventObserver(pub Arc<ObserveFn>);
+
+/// What an [`EventObserver`] calls.
+pub type ObserveFn = dyn Fn(&Arc<Event>) + Send + Sync;
+
+impl std::fmt::Debug for EventObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventObserver")
+    }
 }
 
 impl Session {
@@ -57,6 +73,7 @@ impl Session {
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
             searched: std::sync::atomic::AtomicBool::new(false),
+            observer: Mutex::new(None),
         })
     }
 
@@ -111,6 +128,7 @@ impl Session {
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
             searched: std::sync::atomic::AtomicBool::new(false),
+            observer: Mutex::new(None),
         })
     }
 
@@ -171,9 +189,26 @@ impl Session {
             .subscribe()
     }
 
+    /// Has `observer` called with each event of this session from now on,
+    /// synchronously as it is recorded (`None`: no observer). Whoever
+    /// streams a turn (the daemon) mixes the events with the turn's other
+    /// output this way in the order they happened, which two channels read
+    /// side by side could not promise.
+    pub fn set_observer(&self, observer: Option<EventObserver>) {
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = observer;
+    }
+
     /// Publishes an event to this session's stream and the process feed.
     pub fn record(&self, event: Event) {
         let event = Arc::new(event);
+        let observer = self
+            .observer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(EventObserver(observe)) = observer {
+            observe(&event);
+        }
         // No receiver is not an error: nobody is watching.
         {
             let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);

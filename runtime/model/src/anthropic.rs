@@ -1,5 +1,6 @@
 //! The Anthropic Messages client (`POST {base_url}/v1/messages`,
-//! non-streaming, `anthropic-version: 2023-06-01`).
+//! `anthropic-version: 2023-06-01`; streamed with `stream: true` unless the
+//! model's `stream` is `false`).
 //!
 //! How the neutral conversation maps onto the API:
 //!
@@ -31,8 +32,9 @@ use serde_json::{Map, Value, json};
 
 use super::http::{Endpoint, api_key_header};
 use super::{
-    BoxFuture, Completion, CompletionRequest, FinishReason, Message, ModelConfig, ModelError,
-    ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated, missing_from_answer,
+    BoxFuture, Completion, CompletionRequest, DeltaSink, FinishReason, Message, ModelConfig,
+    ModelError, ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated,
+    missing_from_answer,
 };
 
 /// The API version this client speaks.
@@ -69,11 +71,25 @@ impl AnthropicProvider {
     async fn complete_inner(
         &self,
         request: CompletionRequest<'_>,
+        sink: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ModelError> {
         let max_tokens = request.output_limit(self.config.max_output_tokens);
-        let body = request_body(&self.config.model, &request, max_tokens);
-        let answer = self.endpoint.post(&body).await?;
-        parse_response(&answer).map_err(|detail| self.endpoint.malformed(detail))
+        let mut body = request_body(&self.config.model, &request, max_tokens);
+        let answer = match sink.filter(|_| self.config.stream) {
+            Some(sink) => {
+                body["stream"] = json!(true);
+                let response = self.endpoint.post_streaming(&body).await?;
+                crate::stream::read(
+                    &self.endpoint,
+                    response,
+                    crate::stream::AnthropicAssembly::default(),
+                    sink,
+                )
+                .await?
+            }
+            None => self.endpoint.post(&body).await?,
+        };
+        crate::stream::completion(&self.endpoint, answer, parse_response)
     }
 }
 
@@ -84,7 +100,18 @@ impl ModelProvider for AnthropicProvider {
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(crate::measured(
             &self.config.name,
-            self.complete_inner(request),
+            self.complete_inner(request, None),
+        ))
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+        sink: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(crate::measured(
+            &self.config.name,
+            self.complete_inner(request, Some(sink)),
         ))
     }
 

@@ -25,6 +25,14 @@ const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Characters of an error body kept in a [`ModelError`].
 pub(crate) const ERROR_MESSAGE_CHARS: usize = 500;
 
+/// What one attempt brought back.
+enum Answer {
+    /// The whole body.
+    Body(Vec<u8>),
+    /// A 2xx answer, its body not read yet (a stream).
+    Open(reqwest::Response),
+}
+
 /// One model's API endpoint and the client that reaches it.
 pub(crate) struct Endpoint {
     client: reqwest::Client,
@@ -135,12 +143,68 @@ impl Endpoint {
     /// 5xx and refused or broken connections up to `max_retries` times
     /// (never a timeout: the server may still be generating).
     pub(crate) async fn post(&self, body: &Value) -> Result<Value, ModelError> {
+        match self.send(body, false).await? {
+            Answer::Body(bytes) => self.json_of(&bytes),
+            Answer::Open(_) => unreachable!("an answer is only left open when asked"),
+        }
+    }
+
+    /// POSTs `body` (a request asking for a stream) with the retries of
+    /// [`Endpoint::post`], which only apply before the answer begins: a 2xx
+    /// answer is returned unread, for the caller to stream.
+    pub(crate) async fn post_streaming(
+        &self,
+        body: &Value,
+    ) -> Result<reqwest::Response, ModelError> {
+        match self.send(body, true).await? {
+            Answer::Open(response) => Ok(response),
+            Answer::Body(_) => unreachable!("a 2xx answer is left open when asked"),
+        }
+    }
+
+    /// The JSON of a 2xx answer's body.
+    pub(crate) fn json_of(&self, bytes: &[u8]) -> Result<Value, ModelError> {
+        serde_json::from_slice(bytes).map_err(|error| {
+            self.malformed(format!(
+                "the body is not JSON ({error}): {}",
+                cut(&String::from_utf8_lossy(bytes), ERROR_MESSAGE_CHARS)
+            ))
+        })
+    }
+
+    /// A [`ModelError::Stream`] for this endpoint.
+    pub(crate) fn stream_error(&self, detail: impl Into<String>) -> ModelError {
+        ModelError::Stream {
+            model: self.model.clone(),
+            url: self.url.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A [`ModelError::Timeout`] or [`ModelError::Stream`] for a stream
+    /// that failed while being read.
+    pub(crate) fn stream_read_error(&self, error: &reqwest::Error) -> ModelError {
+        if error.is_timeout() {
+            ModelError::Timeout {
+                model: self.model.clone(),
+                url: self.url.clone(),
+                timeout_ms: self.timeout.as_millis() as u64,
+            }
+        } else {
+            self.stream_error(format!("broke off: {}", error_chain(error)))
+        }
+    }
+
+    /// The retry loop of [`Endpoint::post`] and
+    /// [`Endpoint::post_streaming`]: a 2xx answer (its body read, or left
+    /// open with `open`), or the error of the last attempt.
+    async fn send(&self, body: &Value, open: bool) -> Result<Answer, ModelError> {
         let body = body.to_string().into_bytes();
         let mut attempt = 0;
         loop {
             attempt += 1;
             let retries_left = attempt <= self.max_retries;
-            let (status, retry_after, bytes) = match self.exchange(body.clone()).await {
+            let (status, retry_after, answer) = match self.exchange(body.clone(), open).await {
                 Ok(answer) => answer,
                 Err(error) if retries_left && !error.is_timeout() && !error.is_builder() => {
                     let wait = self.backoff_after(attempt);
@@ -156,14 +220,11 @@ impl Endpoint {
                 }
                 Err(error) => return Err(self.transport_error(&error, attempt)),
             };
-            if status.is_success() {
-                return serde_json::from_slice(&bytes).map_err(|error| {
-                    self.malformed(format!(
-                        "the body is not JSON ({error}): {}",
-                        cut(&String::from_utf8_lossy(&bytes), ERROR_MESSAGE_CHARS)
-                    ))
-                });
-            }
+            let bytes = match answer {
+                open @ Answer::Open(_) => return Ok(open),
+                Answer::Body(bytes) if status.is_success() => return Ok(Answer::Body(bytes)),
+                Answer::Body(bytes) => bytes,
+            };
             let mut message = error_message(&bytes);
             if is_retryable(status) && retries_left {
                 match retry_after {
@@ -235,15 +296,21 @@ impl Endpoint {
         Err(with_url(self.status_error(status, error_message(&body), 1)))
     }
 
-    /// One attempt: the status, the pause `retry-after` asks for, the body.
+    /// One attempt: the status, the pause `retry-after` asks for, the body
+    /// (a 2xx answer left unread with `open`).
     async fn exchange(
         &self,
         body: Vec<u8>,
-    ) -> Result<(StatusCode, Option<Duration>, Vec<u8>), reqwest::Error> {
+        open: bool,
+    ) -> Result<(StatusCode, Option<Duration>, Answer), reqwest::Error> {
         let response = self.client.post(&self.url).body(body).send().await?;
         let status = response.status();
         let retry_after = retry_after(response.headers());
-        Ok((status, retry_after, response.bytes().await?.to_vec()))
+        if open && status.is_success() {
+            return Ok((status, retry_after, Answer::Open(response)));
+        }
+        let bytes = response.bytes().await?.to_vec();
+        Ok((status, retry_after, Answer::Body(bytes)))
     }
 
     fn status_error(&self, status: StatusCode, message: String, attempts: u32) -> ModelError {

@@ -6,8 +6,10 @@
 //! - [`anthropic`]: Anthropic Messages;
 //! - [`settings`]: the `models:` and `default_model:` config sections.
 //!
-//! Both clients send one non-streaming request per [`ModelProvider::complete`]
-//! and share the HTTP behaviour of `http`: a timeout per attempt, bounded
+//! Both clients send one request per [`ModelProvider::complete`] (streamed,
+//! unless the model's `stream` is `false`: see [`stream`] for how a stream
+//! is read and what a broken one gives) and share the HTTP behaviour of
+//! `http`: a timeout per attempt, bounded
 //! retries with exponential backoff on 429, 5xx and refused or broken
 //! connections (honouring `retry-after`), never on other 4xx answers nor
 //! on a timeout. Every failure is a
@@ -27,6 +29,7 @@ pub mod anthropic;
 mod http;
 pub mod openai;
 pub mod settings;
+pub mod stream;
 
 pub use settings::{MaxTokensField, ModelConfig, ModelsConfig, ProviderKind};
 
@@ -208,6 +211,26 @@ pub struct Completion {
     pub usage: Usage,
 }
 
+/// A piece of an answer as it streams in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamDelta<'a> {
+    /// More text of the answer, in order.
+    Text(&'a str),
+    /// The model began tool call `index` (0-based, in the message's
+    /// order) of tool `name`; its arguments follow in the final message.
+    ToolCall {
+        /// The call's position in the message.
+        index: usize,
+        /// The call's id as the server gave it (empty: none yet).
+        id: &'a str,
+        /// The tool's exposed name.
+        name: &'a str,
+    },
+}
+
+/// Receives the [`StreamDelta`]s of one answer, in order.
+pub type DeltaSink<'a> = &'a mut (dyn FnMut(StreamDelta<'_>) + Send);
+
 /// A model the agent loop can ask for the next turn.
 pub trait ModelProvider: Send + Sync {
     /// Sends the conversation and returns the model's answer. Dropping the
@@ -216,6 +239,19 @@ pub trait ModelProvider: Send + Sync {
         &'a self,
         request: CompletionRequest<'a>,
     ) -> BoxFuture<'a, Result<Completion, ModelError>>;
+
+    /// As [`ModelProvider::complete`], handing `sink` the answer's pieces
+    /// as they arrive when the model streams; the returned completion is
+    /// the whole answer either way. A provider that does not stream (the
+    /// default, and models with `stream: false`) calls `sink` never.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+        sink: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        let _ = sink;
+        self.complete(request)
+    }
 
     /// The configured model name (the key under `models:`).
     fn name(&self) -> &str;
@@ -331,6 +367,18 @@ pub enum ModelError {
         /// What is missing or wrong.
         detail: String,
     },
+    /// A streamed answer broke off: the stream ended before its end
+    /// marker, the server sent an `error` event, or the connection failed
+    /// mid-answer. Nothing of the partial answer is used.
+    #[error("model `{model}` ({url}): the streamed answer {detail}")]
+    Stream {
+        /// The configured model.
+        model: String,
+        /// The request URL.
+        url: String,
+        /// What happened (`ended before ...`, `was ended by the server: ...`).
+        detail: String,
+    },
     /// The provider could not be set up from its configuration.
     #[error("model `{model}`: {detail}")]
     Config {
@@ -351,7 +399,7 @@ fn attempts_note(attempts: u32) -> String {
 
 impl ModelError {
     /// A short stable code: `http_error`, `unauthorized`, `transport_error`,
-    /// `timeout`, `malformed_response` or `config_error`.
+    /// `timeout`, `malformed_response`, `stream_error` or `config_error`.
     pub fn code(&self) -> &'static str {
         match self {
             ModelError::Status { .. } => "http_error",
@@ -359,6 +407,7 @@ impl ModelError {
             ModelError::Transport { .. } => "transport_error",
             ModelError::Timeout { .. } => "timeout",
             ModelError::Malformed { .. } => "malformed_response",
+            ModelError::Stream { .. } => "stream_error",
             ModelError::Config { .. } => "config_error",
         }
     }
@@ -371,6 +420,7 @@ impl ModelError {
             | ModelError::Transport { model, .. }
             | ModelError::Timeout { model, .. }
             | ModelError::Malformed { model, .. }
+            | ModelError::Stream { model, .. }
             | ModelError::Config { model, .. } => model,
         }
     }
@@ -407,6 +457,9 @@ impl ModelError {
             }
             ModelError::Malformed { .. } => Some(format!(
                 "check that `models.{model}.provider` is the API the server speaks"
+            )),
+            ModelError::Stream { .. } => Some(format!(
+                "the server broke off its streamed answer; see its log, or set `models.{model}.stream: false` if it mishandles streams"
             )),
             ModelError::Status { .. } | ModelError::Config { .. } => None,
         }

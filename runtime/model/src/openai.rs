@@ -1,5 +1,7 @@
 //! The OpenAI-compatible Chat Completions client
-//! (`POST {base_url}/chat/completions`, non-streaming), as served by OpenAI,
+//! (`POST {base_url}/chat/completions`; streamed with `stream: true` and
+//! `stream_options.include_usage` unless the model's `stream` is `false`),
+//! as served by OpenAI,
 //! llama.cpp's server, vLLM, Ollama and most gateways.
 //!
 //! What differs between those servers, and how the client copes:
@@ -22,8 +24,8 @@ use serde_json::{Map, Value, json};
 
 use super::http::{Endpoint, api_key_header};
 use super::{
-    BoxFuture, Completion, CompletionRequest, FinishReason, MaxTokensField, Message, ModelConfig,
-    ModelError, ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated,
+    BoxFuture, Completion, CompletionRequest, DeltaSink, FinishReason, MaxTokensField, Message,
+    ModelConfig, ModelError, ModelProvider, Probe, Role, ToolCall, Usage, call_id_or_generated,
     missing_from_answer,
 };
 
@@ -64,15 +66,35 @@ impl OpenAiProvider {
     async fn complete_inner(
         &self,
         request: CompletionRequest<'_>,
+        mut sink: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ModelError> {
         let max_tokens = request.output_limit(self.config.max_output_tokens);
         let mut completion_field = self.completion_tokens_field.load(Ordering::Relaxed);
+        let streamed = self.config.stream && sink.is_some();
         loop {
-            let body = request_body(&self.config.model, &request, max_tokens, completion_field);
-            match self.endpoint.post(&body).await {
+            let mut body = request_body(&self.config.model, &request, max_tokens, completion_field);
+            if streamed {
+                body["stream"] = json!(true);
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let answer = match sink.as_mut().filter(|_| streamed) {
+                Some(sink) => match self.endpoint.post_streaming(&body).await {
+                    Ok(response) => {
+                        crate::stream::read(
+                            &self.endpoint,
+                            response,
+                            crate::stream::OpenAiAssembly::default(),
+                            &mut **sink,
+                        )
+                        .await
+                    }
+                    Err(error) => Err(error),
+                },
+                None => self.endpoint.post(&body).await,
+            };
+            match answer {
                 Ok(answer) => {
-                    return parse_response(&answer)
-                        .map_err(|detail| self.endpoint.malformed(detail));
+                    return crate::stream::completion(&self.endpoint, answer, parse_response);
                 }
                 Err(ModelError::Status {
                     status: 400,
@@ -103,7 +125,18 @@ impl ModelProvider for OpenAiProvider {
     ) -> BoxFuture<'a, Result<Completion, ModelError>> {
         Box::pin(crate::measured(
             &self.config.name,
-            self.complete_inner(request),
+            self.complete_inner(request, None),
+        ))
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: CompletionRequest<'a>,
+        sink: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<Completion, ModelError>> {
+        Box::pin(crate::measured(
+            &self.config.name,
+            self.complete_inner(request, Some(sink)),
         ))
     }
 

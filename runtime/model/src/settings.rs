@@ -107,6 +107,12 @@ pub const SETTINGS: &[Setting] = &[
         doc: "`openai` only: the request field of the output limit. `auto`: `max_completion_tokens` for `api.openai.com` (its reasoning models refuse `max_tokens`), `max_tokens` elsewhere (older llama.cpp and Ollama ignore `max_completion_tokens`); a server that answers 400 asking for `max_completion_tokens` gets it from then on",
     },
     Setting {
+        key: "models.NAME.stream",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(true),
+        doc: "`true`: replies are streamed (`stream: true` for `openai`, with `stream_options.include_usage` for the token counts; the Messages event stream for `anthropic`), so text reaches the session feed, `?stream=true` clients and `quiver chat` as it is generated. A server that answers a streamed request with plain JSON is read as such. `false`: one JSON answer per request (for servers or gateways that mishandle streams)",
+    },
+    Setting {
         key: "models.NAME.tls_ca_file",
         kind: Kind::Text("a PEM file of CA certificates (https base URLs only)"),
         default: DefaultValue::None,
@@ -232,6 +238,8 @@ pub struct ModelConfig {
     /// system's (a self-hosted server with a private CA). Relative paths
     /// follow the config file.
     pub tls_ca_file: Option<PathBuf>,
+    /// Whether replies are asked for as a stream (`stream`).
+    pub stream: bool,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -251,6 +259,7 @@ impl fmt::Debug for ModelConfig {
             .field("retry_backoff", &self.retry_backoff)
             .field("max_tokens_field", &self.max_tokens_field)
             .field("tls_ca_file", &self.tls_ca_file)
+            .field("stream", &self.stream)
             .finish()
     }
 }
@@ -277,6 +286,7 @@ impl ModelConfig {
             retry_backoff: DEFAULT_RETRY_BACKOFF,
             max_tokens_field: MaxTokensField::Auto,
             tls_ca_file: None,
+            stream: true,
         }
     }
 
@@ -326,6 +336,7 @@ pub struct RawModel {
     max_retries: Option<Spanned<i64>>,
     max_tokens_field: Option<Spanned<MaxTokensField>>,
     tls_ca_file: Option<Spanned<String>>,
+    stream: Option<Spanned<bool>>,
 }
 
 /// The raw `models` section: model name to entry, with the entry's position.
@@ -499,6 +510,7 @@ fn validate_model(
         .as_ref()
         .map_or(MaxTokensField::Auto, |f| f.value);
     config.tls_ca_file = tls_ca_file;
+    config.stream = raw.stream.as_ref().is_none_or(|stream| stream.value);
     Ok(config)
 }
 

@@ -42,7 +42,19 @@
 //! - `hang_up: true`: close the connection without answering (`times` as
 //!   for `status`);
 //! - `finish_reason`: the raw `finish_reason` / `stop_reason` to report;
-//! - `raw_body`: send this text as the 200 body instead of an answer.
+//! - `raw_body`: send this text as the 200 body instead of an answer;
+//! - `truncate_stream: true`: a streamed answer stops (the connection
+//!   closes cleanly) after its first half of events, without its end;
+//! - `stream_error`: a streamed answer sends its first text piece, then the
+//!   dialect's error (an `error` event; an `{"error"}` chunk for OpenAI).
+//!
+//! A request with `"stream": true` is answered as server-sent events, in
+//! the dialect's streaming format, cut from the same answer: the text in
+//! pieces of a few characters, each tool call's arguments in two pieces
+//! (OpenAI: `delta.tool_calls` by index, then a usage chunk when
+//! `stream_options.include_usage` asks, then `[DONE]`; Anthropic:
+//! `message_start`, `content_block_*` with `text_delta` and
+//! `input_json_delta`, `message_delta`, `message_stop`).
 //!
 //! `--require-header NAME=VALUE` (repeatable) answers 401, in the API's
 //! error format, to requests without that header. `--tls-cert FILE
@@ -110,6 +122,9 @@ struct Step {
     hang_up: bool,
     finish_reason: Option<String>,
     raw_body: Option<String>,
+    #[serde(default)]
+    truncate_stream: bool,
+    stream_error: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,7 +458,198 @@ async fn respond(
                 .into_response();
         }
     }
-    json_response(StatusCode::OK, &answer(dialect, &request, &seen, step))
+    let answer = answer(dialect, &request, &seen, step);
+    if request["stream"] == json!(true) {
+        let include_usage = request["stream_options"]["include_usage"] == json!(true);
+        let mut events = match dialect {
+            Dialect::OpenAi => openai_events(&answer, include_usage),
+            Dialect::Anthropic => anthropic_events(&answer),
+        };
+        let step = step.map(|(_, _, step)| step);
+        if let Some(message) = step.and_then(|s| s.stream_error.as_deref()) {
+            let error = match dialect {
+                Dialect::OpenAi => sse(
+                    None,
+                    &json!({"error": {"message": message, "type": "server_error"}}),
+                ),
+                Dialect::Anthropic => sse(
+                    Some("error"),
+                    &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+                ),
+            };
+            // After the first text piece (the first event is never one).
+            let first_text = events
+                .iter()
+                .skip(1)
+                .position(|e| e.contains("\"content\":\"") || e.contains("text_delta"))
+                .map_or(1, |i| i + 2);
+            events.truncate(first_text);
+            events.push(error);
+        } else if step.is_some_and(|s| s.truncate_stream) {
+            events.truncate(events.len() / 2);
+        }
+        return event_stream_response(events);
+    }
+    json_response(StatusCode::OK, &answer)
+}
+
+/// One server-sent event (`event:` line when named).
+fn sse(name: Option<&str>, data: &Value) -> String {
+    match name {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+/// `text` in pieces of a few characters (on character boundaries).
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(4).map(|c| c.iter().collect()).collect()
+}
+
+/// A text in two pieces, cut at a character boundary.
+fn halves(text: &str) -> (String, String) {
+    let middle = text.chars().count() / 2;
+    let cut = text
+        .char_indices()
+        .nth(middle)
+        .map_or(text.len(), |(i, _)| i);
+    (text[..cut].to_owned(), text[cut..].to_owned())
+}
+
+/// A Chat Completions answer as its stream of chunks.
+fn openai_events(answer: &Value, include_usage: bool) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        sse(
+            None,
+            &json!({
+                "id": answer["id"], "object": "chat.completion.chunk", "created": 0,
+                "model": answer["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }),
+        )
+    };
+    let choice = &answer["choices"][0];
+    let message = &choice["message"];
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    for piece in pieces(message["content"].as_str().unwrap_or_default()) {
+        events.push(chunk(json!({"content": piece}), Value::Null));
+    }
+    for (index, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let mut head = json!({"index": index, "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""}});
+        if let Some(id) = call.get("id") {
+            head["id"] = id.clone();
+        }
+        events.push(chunk(json!({"tool_calls": [head]}), Value::Null));
+        let (first, second) = halves(call["function"]["arguments"].as_str().unwrap_or_default());
+        for part in [first, second] {
+            events.push(chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": part}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    events.push(chunk(json!({}), choice["finish_reason"].clone()));
+    if include_usage {
+        events.push(sse(
+            None,
+            &json!({"id": answer["id"], "object": "chat.completion.chunk", "created": 0,
+                "model": answer["model"], "choices": [], "usage": answer["usage"]}),
+        ));
+    }
+    events.push("data: [DONE]\n\n".to_owned());
+    events
+}
+
+/// A Messages answer as its event stream.
+fn anthropic_events(answer: &Value) -> Vec<String> {
+    let mut start = answer.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    start["usage"]["output_tokens"] = json!(1);
+    let mut events = vec![
+        sse(
+            Some("message_start"),
+            &json!({"type": "message_start", "message": start}),
+        ),
+        sse(Some("ping"), &json!({"type": "ping"})),
+    ];
+    for (index, block) in answer["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let delta = |delta: Value| {
+            sse(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            )
+        };
+        if block["type"] == "tool_use" {
+            let mut head = block.clone();
+            head["input"] = json!({});
+            events.push(sse(
+                Some("content_block_start"),
+                &json!({"type": "content_block_start", "index": index, "content_block": head}),
+            ));
+            let (first, second) = halves(&block["input"].to_string());
+            for part in [first, second] {
+                events.push(delta(
+                    json!({"type": "input_json_delta", "partial_json": part}),
+                ));
+            }
+        } else {
+            events.push(sse(
+                Some("content_block_start"),
+                &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}),
+            ));
+            for piece in pieces(block["text"].as_str().unwrap_or_default()) {
+                events.push(delta(json!({"type": "text_delta", "text": piece})));
+            }
+        }
+        events.push(sse(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+    }
+    events.push(sse(
+        Some("message_delta"),
+        &json!({"type": "message_delta",
+            "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": null},
+            "usage": {"output_tokens": answer["usage"]["output_tokens"]}}),
+    ));
+    events.push(sse(Some("message_stop"), &json!({"type": "message_stop"})));
+    events
+}
+
+/// A `text/event-stream` answer sending `events` one frame at a time.
+fn event_stream_response(events: Vec<String>) -> Response {
+    // Each frame its own chunk, so a client really reads them piece by piece.
+    let frames = futures_util::stream::iter(
+        events
+            .into_iter()
+            .map(|e| Ok::<_, std::convert::Infallible>(Bytes::from(e))),
+    );
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        axum::body::Body::from_stream(frames),
+    )
+        .into_response()
 }
 
 fn load_script(path: &str) -> Result<Vec<Conversation>, String> {
