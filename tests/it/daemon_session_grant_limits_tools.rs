@@ -20,6 +20,9 @@ async fn sessions_and_subagents_stay_within_their_grant() {
     let fixture = Fixture::new();
     let config = fixture.config(&model.base_url, "");
     let daemon = TestDaemon::start(&config, &fixture.state());
+    // The server's tools must exist for a call of one to be out of grant
+    // rather than unknown.
+    daemon.ready().await;
 
     let parent = daemon
         .session(json!({"grants": ["core", "plugin-text"]}))

@@ -143,6 +143,18 @@ impl TestDaemon {
         self.child.as_ref().map(|c| c.0.id()).unwrap_or(0)
     }
 
+    /// Waits (bounded) until `/readyz` answers 200: every listed MCP server
+    /// is past its first connection attempt, so its tools are registered.
+    pub async fn ready(&self) {
+        for _ in 0..600 {
+            if self.get("/readyz").await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon never became ready");
+    }
+
     /// `GET path` with the token: (status, JSON body).
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let response = self
