@@ -1,5 +1,5 @@
-//! SIGTERM stops `quiver serve` promptly: open event streams end with the
-//! server instead of holding the graceful shutdown forever; a request that
+//! SIGTERM stops `quiver serve` promptly: open event streams (the feed's,
+//! an MCP client's idle HTTP session) end with the server instead of holding the graceful shutdown forever; a request that
 //! does not finish (a turn waiting on a model that never answers) is waited
 //! for until a second signal, or for at most 10 s.
 
@@ -8,6 +8,9 @@ use quiver_tests::daemon;
 use std::time::{Duration, Instant};
 
 use daemon::{Fixture, TestDaemon};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 
 /// A model endpoint that accepts connections and never answers: the
@@ -40,6 +43,17 @@ async fn open_event_streams_do_not_hold_the_stop() {
         assert_eq!(response.status().as_u16(), 200, "{path}");
         streams.push(response);
     }
+
+    // An MCP client's Streamable HTTP session, idle after a call, holds
+    // its own open stream.
+    let mcp = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", daemon.url))
+                .auth_header(daemon.token.clone()),
+        ))
+        .await
+        .unwrap();
+    mcp.list_all_tools().await.unwrap();
 
     let started = Instant::now();
     let status = daemon
