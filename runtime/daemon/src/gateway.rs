@@ -18,13 +18,18 @@ use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
+
+use quiver_tool::naming::mcp_tool_name;
+use quiver_tool::tool::ToolSource;
 
 use super::{Daemon, DaemonError, LiveSession, jsonrpc};
 
@@ -90,6 +95,26 @@ impl GatewayHandler {
                 None,
             )),
         }
+    }
+
+    /// The MCP servers, ready now, whose toolset the client's grant holds:
+    /// their resources and prompts go with their tools.
+    fn granted_servers(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Vec<String>, ErrorData> {
+        let identity = self.identity(&context.extensions)?;
+        let live = self.session(&identity)?;
+        let scope = live.session.scope();
+        Ok(self
+            .daemon
+            .mcp()
+            .status()
+            .into_iter()
+            .filter(|s| s.state.is_ready())
+            .filter(|s| scope.allows_toolset(&ToolSource::Mcp(s.name.clone()).toolset()))
+            .map(|s| s.name)
+            .collect())
     }
 
     fn session(&self, identity: &GatewayIdentity) -> Result<Arc<LiveSession>, ErrorData> {
@@ -236,6 +261,8 @@ impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -314,6 +341,149 @@ impl ServerHandler for GatewayHandler {
         Err(error)
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        refuse_cursor("resources/list", request.as_ref())?;
+        let mut all = Vec::new();
+        for server in self.granted_servers(&context)? {
+            match self.daemon.mcp().resources(&server).await {
+                Ok(resources) => all.extend(resources.into_iter().map(|mut resource| {
+                    resource.uri = quiver_mcp::resource_uri(&server, &resource.uri);
+                    resource
+                })),
+                Err(error) => {
+                    tracing::warn!(server, %error, "cannot list an MCP server's resources for the gateway; left out")
+                }
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(all))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        refuse_cursor("resources/templates/list", request.as_ref())?;
+        let mut all = Vec::new();
+        for server in self.granted_servers(&context)? {
+            match self.daemon.mcp().resource_templates(&server).await {
+                Ok(templates) => all.extend(templates.into_iter().map(|mut template| {
+                    template.uri_template =
+                        quiver_mcp::resource_uri(&server, &template.uri_template);
+                    template
+                })),
+                Err(error) => {
+                    tracing::warn!(server, %error, "cannot list an MCP server's resource templates for the gateway; left out")
+                }
+            }
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(all))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some((server, uri)) = quiver_mcp::split_resource_uri(&request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "`{}` is not a resource of this gateway: its resources are named {}SERVER/URI (see resources/list)",
+                    request.uri,
+                    quiver_mcp::RESOURCE_URI_PREFIX,
+                ),
+                None,
+            ));
+        };
+        if !self.granted_servers(&context)?.iter().any(|s| s == server) {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "`{}`: no MCP server `{server}` in this client's grant",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        let read = self
+            .daemon
+            .mcp()
+            .read_resource(server, uri)
+            .await
+            .map_err(|error| upstream_error(&error))?;
+        // The contents name their URIs too: the gateway's names, so that a
+        // client can read them again.
+        let mut read = serde_json::to_value(read)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        if let Some(contents) = read.get_mut("contents").and_then(Value::as_array_mut) {
+            for content in contents {
+                if let Some(Value::String(uri)) = content.get_mut("uri") {
+                    *uri = quiver_mcp::resource_uri(server, uri);
+                }
+            }
+        }
+        let read: ReadResourceResult = serde_json::from_value(read)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(read.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        refuse_cursor("prompts/list", request.as_ref())?;
+        let mut all = Vec::new();
+        for server in self.granted_servers(&context)? {
+            match self.daemon.mcp().prompts(&server).await {
+                Ok(prompts) => all.extend(prompts.into_iter().map(|mut prompt| {
+                    prompt.name = mcp_tool_name(&server, &prompt.name);
+                    prompt
+                })),
+                Err(error) => {
+                    tracing::warn!(server, %error, "cannot list an MCP server's prompts for the gateway; left out")
+                }
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(all))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        // Exposed names may be shortened with a hash, so the server and the
+        // prompt are found by listing, as the client saw them.
+        for server in self.granted_servers(&context)? {
+            let Ok(prompts) = self.daemon.mcp().prompts(&server).await else {
+                continue;
+            };
+            if let Some(prompt) = prompts
+                .iter()
+                .find(|p| mcp_tool_name(&server, &p.name) == request.name)
+            {
+                let rendered = self
+                    .daemon
+                    .mcp()
+                    .get_prompt(&server, &prompt.name, request.arguments.clone())
+                    .await
+                    .map_err(|error| upstream_error(&error))?;
+                return Ok(rendered.into());
+            }
+        }
+        Err(ErrorData::invalid_params(
+            format!(
+                "no prompt `{}` in this client's grant (see prompts/list)",
+                request.name
+            ),
+            None,
+        ))
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -390,6 +560,25 @@ impl ServerHandler for GatewayHandler {
             }
         }
         .into())
+    }
+}
+
+/// Pages are never split: the gateway lists everything at once.
+fn refuse_cursor(method: &str, request: Option<&PaginatedRequestParams>) -> Result<(), ErrorData> {
+    match request.and_then(|r| r.cursor.as_deref()) {
+        Some(cursor) => Err(invalid_cursor(method, cursor)),
+        None => Ok(()),
+    }
+}
+
+/// An upstream server's refusal as the client's error: its own code and
+/// message when it answered, else an internal error naming the server.
+fn upstream_error(error: &quiver_mcp::McpCallError) -> ErrorData {
+    match error {
+        quiver_mcp::McpCallError::Protocol { code, message, .. } => {
+            ErrorData::new(rmcp::model::ErrorCode(*code), message.clone(), None)
+        }
+        other => ErrorData::internal_error(other.to_string(), None),
     }
 }
 

@@ -206,7 +206,7 @@ impl McpHost {
         self.servers.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn slot(&self, server: &str) -> Option<Arc<Slot>> {
+    pub(crate) fn slot(&self, server: &str) -> Option<Arc<Slot>> {
         self.read_servers().get(server).map(|s| s.slot.clone())
     }
 
@@ -631,7 +631,7 @@ impl Drop for CancelOnDrop {
     }
 }
 
-fn service_error(server: &str, tool: &str, error: ServiceError) -> McpCallError {
+pub(crate) fn service_error(server: &str, tool: &str, error: ServiceError) -> McpCallError {
     let server = server.to_owned();
     let tool = tool.to_owned();
     match error {

@@ -22,6 +22,7 @@ use std::time::Duration;
 pub mod config;
 pub mod connection;
 pub mod executor;
+mod resources;
 pub mod result;
 pub mod schema;
 #[cfg(feature = "mcp-stdio")]
@@ -34,6 +35,7 @@ pub use config::{McpServerConfig, McpTransportConfig, ToolFilter};
 pub use executor::McpExecutor;
 pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
+pub use resources::{RESOURCE_URI_PREFIX, resource_uri, split_resource_uri};
 pub use result::McpToolOutput;
 pub use supervisor::IntegrityEvent;
 

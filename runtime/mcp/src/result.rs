@@ -2,7 +2,9 @@
 //! blocks (text, image, audio, resources) as JSON in MCP's own shape, plus
 //! the structured content when the server sent one. An `isError` result
 //! becomes [`McpCallError::ToolError`] so that the model sees it as a tool
-//! error, not as data.
+//! error, not as data. Resource links and embedded resources are renamed
+//! to Quiver's names for them ([`crate::resource_uri`]), so that whoever
+//! got the result can read them through Quiver.
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
@@ -49,6 +51,20 @@ fn block_json(block: &ContentBlock) -> Value {
     })
 }
 
+/// `block` with the URI of a resource it links or embeds as Quiver names
+/// it.
+fn renamed_resources(server: &str, mut block: Value) -> Value {
+    let uri = match block["type"].as_str() {
+        Some("resource_link") => block.get_mut("uri"),
+        Some("resource") => block.get_mut("resource").and_then(|r| r.get_mut("uri")),
+        _ => None,
+    };
+    if let Some(Value::String(uri)) = uri {
+        *uri = super::resource_uri(server, uri);
+    }
+    block
+}
+
 /// Maps a `tools/call` result; `isError: true` becomes an error naming the
 /// server and the tool.
 pub fn map_result(
@@ -57,7 +73,11 @@ pub fn map_result(
     result: CallToolResult,
 ) -> Result<McpToolOutput, McpCallError> {
     let output = McpToolOutput {
-        content: result.content.iter().map(block_json).collect(),
+        content: result
+            .content
+            .iter()
+            .map(|block| renamed_resources(server, block_json(block)))
+            .collect(),
         structured_content: result.structured_content,
     };
     if result.is_error == Some(true) {
@@ -93,6 +113,24 @@ mod tests {
         assert_eq!(output.content[1]["type"], "image");
         assert_eq!(output.content[1]["mimeType"], "image/png");
         assert_eq!(output.to_json()["structured_content"]["sum"], 3);
+    }
+
+    #[test]
+    fn linked_and_embedded_resources_are_named_as_quiver_serves_them() {
+        let link =
+            ContentBlock::resource_link(rmcp::model::Resource::new("test://notes/first", "first"));
+        let embedded = ContentBlock::embedded_text("test://notes/second", "note second");
+        let output =
+            map_result("notes", "t", CallToolResult::success(vec![link, embedded])).unwrap();
+        assert_eq!(
+            output.content[0]["uri"],
+            "quiver://mcp/notes/test://notes/first"
+        );
+        assert_eq!(
+            output.content[1]["resource"]["uri"],
+            "quiver://mcp/notes/test://notes/second"
+        );
+        assert_eq!(output.content[1]["resource"]["text"], "note second");
     }
 
     #[test]

@@ -40,6 +40,11 @@
 //! - `say {level, text}`: sends `text` as a `notifications/message` log
 //!   message at `level`, then returns `said`.
 //!
+//! With `--resources`, two resources (`test://notes/first`, text, and
+//! `test://notes/second`), a template `test://notes/{name}` (any name reads
+//! as `note NAME`), a prompt `greet {name}`, and a tool `link_note` whose
+//! result links `test://notes/first` and embeds `test://notes/second`.
+//!
 //! Flags: `--initialize-delay-ms MS` answers `initialize` that much later
 //! (a server slow to start), `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
 //! `tools/list`, `--bad-schemas` adds tools with malformed input schemas,
@@ -63,6 +68,12 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -106,6 +117,9 @@ struct Args {
     /// Add the tools with titles, hints and output schemas (see above).
     #[arg(long)]
     rich: bool,
+    /// Offer resources, a resource template and a prompt (see above).
+    #[arg(long)]
+    resources: bool,
     /// Add `count_up` (progress) and `say` (log messages), see above.
     #[arg(long)]
     chatty: bool,
@@ -256,6 +270,13 @@ impl TestServer {
                 json!({"type": "object", "properties": {"level": {"type": "string"}, "text": {"type": "string"}}, "required": ["level", "text"]}),
             ));
         }
+        if self.args.resources {
+            tools.push(tool(
+                "link_note",
+                "Link the first note and embed the second.",
+                json!({"type": "object", "properties": {}}),
+            ));
+        }
         for index in 0..self.args.tools {
             tools.push(tool(
                 &format!("tool_{index}"),
@@ -372,14 +393,19 @@ impl TestServer {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        let info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_logging()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        // Without `--resources` the server offers neither, as most do.
+        if !self.args.resources {
+            capabilities.prompts = None;
+            capabilities.resources = None;
+        }
+        let info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             "quiver-test-mcp-server",
             env!("CARGO_PKG_VERSION"),
         ));
@@ -402,6 +428,93 @@ impl ServerHandler for TestServer {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        if !self.args.resources {
+            return Ok(ListResourcesResult::default());
+        }
+        let mut first = Resource::new("test://notes/first", "first");
+        first.mime_type = Some("text/plain".to_owned());
+        let second = Resource::new("test://notes/second", "second");
+        Ok(ListResourcesResult::with_all_items(vec![first, second]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        if !self.args.resources {
+            return Ok(ListResourceTemplatesResult::default());
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("test://notes/{name}", "note"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let name = request
+            .uri
+            .strip_prefix("test://notes/")
+            .filter(|_| self.args.resources)
+            .ok_or_else(|| {
+                ErrorData::resource_not_found(format!("no resource {}", request.uri), None)
+            })?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            format!("note {name}"),
+            request.uri.clone(),
+        )])
+        .into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if !self.args.resources {
+            return Ok(ListPromptsResult::default());
+        }
+        let mut name = PromptArgument::new("name");
+        name.required = Some(true);
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            "greet",
+            Some("Greet someone by name."),
+            Some(vec![name]),
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !self.args.resources || request.name != "greet" {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        }
+        let name = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("name"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| ErrorData::invalid_params("greet needs `name`", None))?;
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(
+            rmcp::model::Role::User,
+            format!("Say hello to {name}."),
+        )])
+        .into())
     }
 
     async fn list_tools(
@@ -536,6 +649,10 @@ impl ServerHandler for TestServer {
                 }
                 CallToolResult::success(vec![ContentBlock::text("said")])
             }
+            "link_note" if self.args.resources => CallToolResult::success(vec![
+                ContentBlock::resource_link(Resource::new("test://notes/first", "first")),
+                ContentBlock::embedded_text("test://notes/second", "note second"),
+            ]),
             "miscount" if self.args.rich => CallToolResult::structured(json!({"count": "many"})),
             name if self.tools().iter().any(|t| t.name == name) => {
                 CallToolResult::success(vec![ContentBlock::text(format!("called {name}"))])
