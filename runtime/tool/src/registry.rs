@@ -4,6 +4,12 @@
 //! Sources (core, each plugin, each MCP server) replace their whole tool list
 //! at once. Each change publishes a new [`RegistrySnapshot`]; readers take an
 //! `Arc` of the current one and never see a half-applied change.
+//!
+//! A snapshot is made of one shared group per source and a persistent name
+//! map, so publishing a change to one source costs that source's tools, not
+//! the registry's: unchanged groups are shared with the previous snapshot.
+//! Only a change that touches a contested name (one two sources want)
+//! rebuilds every source's naming, since who wins can then change anywhere.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,7 +69,9 @@ pub struct RenamedTool {
 #[derive(Debug)]
 pub struct SourceGroup {
     source: ToolSource,
-    tools: Vec<Arc<Tool>>,
+    /// Shared with every catalog that holds the whole group, so building
+    /// one costs a pointer per source, not one per tool.
+    tools: Arc<[Arc<Tool>]>,
     description: Option<Arc<str>>,
 }
 
@@ -75,6 +83,11 @@ impl SourceGroup {
 
     /// Its tools, sorted by exposed name.
     pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.tools
+    }
+
+    /// Its tools as the shared slice.
+    pub fn shared_tools(&self) -> &Arc<[Arc<Tool>]> {
         &self.tools
     }
 
@@ -90,8 +103,11 @@ impl SourceGroup {
 pub struct RegistrySnapshot {
     registry_id: u64,
     generation: u64,
-    groups: Vec<SourceGroup>,
-    by_name: HashMap<String, (u32, u32)>,
+    /// Sorted by source.
+    groups: Vec<Arc<SourceGroup>>,
+    /// Exposed name → the source registering it.
+    by_name: imbl::HashMap<String, ToolSource>,
+    /// Grouped by source, in source order.
     refused: Vec<RefusedTool>,
     renamed: Vec<RenamedTool>,
 }
@@ -108,7 +124,7 @@ impl RegistrySnapshot {
     }
 
     /// Source groups: core first, then plugins by name, then MCP servers by name.
-    pub fn groups(&self) -> &[SourceGroup] {
+    pub fn groups(&self) -> &[Arc<SourceGroup>] {
         &self.groups
     }
 
@@ -129,10 +145,19 @@ impl RegistrySnapshot {
 
     /// The tool exposed under exactly this name (no case folding, no trimming).
     pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
-        let &(group, index) = self.by_name.get(name)?;
-        self.groups
-            .get(group as usize)
-            .and_then(|g| g.tools.get(index as usize))
+        let source = self.by_name.get(name)?;
+        let group = &self.groups[self.group_position(source).ok()?];
+        let at = group.tools.binary_search_by(|t| t.name().cmp(name)).ok()?;
+        group.tools.get(at)
+    }
+
+    /// The group of `source`, if it registered any tool.
+    pub fn group(&self, source: &ToolSource) -> Option<&Arc<SourceGroup>> {
+        Some(&self.groups[self.group_position(source).ok()?])
+    }
+
+    fn group_position(&self, source: &ToolSource) -> Result<usize, usize> {
+        self.groups.binary_search_by(|g| g.source.cmp(source))
     }
 
     /// Tools the sources offered but the registry refused, with reasons.
@@ -171,8 +196,9 @@ struct RegistryState {
     registry_id: u64,
     /// Each source's specs, shared with the tools built from them.
     sources: BTreeMap<ToolSource, Vec<Arc<ToolSpec>>>,
-    /// Tools built at the last publish, with their exposed names.
-    built: HashMap<(ToolSource, String), (String, Arc<Tool>)>,
+    /// Tools built at the last publish, per source by their own name,
+    /// with their exposed names.
+    built: HashMap<ToolSource, HashMap<String, (String, Arc<Tool>)>>,
     /// What each source says it is for.
     descriptions: BTreeMap<ToolSource, Arc<str>>,
     generation: u64,
@@ -254,17 +280,21 @@ impl ToolRegistry {
             // so a reload neither copies schemas nor rebuilds tools.
             let specs = specs
                 .into_iter()
-                .map(
-                    |spec| match state.built.get(&(source.clone(), spec.name.clone())) {
+                .map(|spec| {
+                    match state
+                        .built
+                        .get(&source)
+                        .and_then(|built| built.get(&spec.name))
+                    {
                         Some((_, tool)) if **tool.spec() == spec => tool.spec().clone(),
                         _ => Arc::new(spec),
-                    },
-                )
+                    }
+                })
                 .collect();
             state.sources.insert(source.clone(), specs);
             changed.push(source);
         }
-        let snapshot = self.publish(&mut state);
+        let snapshot = self.publish(&mut state, &changed);
         changed
             .into_iter()
             .map(|source| RegistryReport {
@@ -280,18 +310,20 @@ impl ToolRegistry {
     /// new generation when anything changed.
     pub fn set_descriptions(&self, descriptions: impl IntoIterator<Item = (ToolSource, String)>) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut changed = false;
+        let mut changed = Vec::new();
         for (source, text) in descriptions {
             let text = text.trim();
             if text.is_empty() {
-                changed |= state.descriptions.remove(&source).is_some();
+                if state.descriptions.remove(&source).is_some() {
+                    changed.push(source);
+                }
             } else if state.descriptions.get(&source).map(|d| &**d) != Some(text) {
-                state.descriptions.insert(source, Arc::from(text));
-                changed = true;
+                state.descriptions.insert(source.clone(), Arc::from(text));
+                changed.push(source);
             }
         }
-        if changed {
-            self.publish(&mut state);
+        if !changed.is_empty() {
+            self.publish(&mut state, &changed);
         }
     }
 
@@ -303,13 +335,17 @@ impl ToolRegistry {
         if state.sources.remove(source).is_none() {
             return false;
         }
-        self.publish(&mut state);
+        self.publish(&mut state, std::slice::from_ref(source));
         true
     }
 
-    fn publish(&self, state: &mut RegistryState) -> Arc<RegistrySnapshot> {
+    /// Publishes the next generation, in which the tools or descriptions
+    /// of `changed` differ from the current one's.
+    fn publish(&self, state: &mut RegistryState, changed: &[ToolSource]) -> Arc<RegistrySnapshot> {
         state.generation += 1;
-        let snapshot = Arc::new(build_snapshot(state));
+        let current = self.snapshot();
+        let snapshot =
+            Arc::new(republish(state, &current, changed).unwrap_or_else(|| build_snapshot(state)));
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = snapshot.clone();
         // Sent under the state lock, so generations arrive in order.
         self.changes.send_replace(snapshot.generation);
@@ -321,9 +357,8 @@ fn report_for(snapshot: &RegistrySnapshot, source: &ToolSource) -> RegistrationR
     RegistrationReport {
         generation: snapshot.generation,
         registered: snapshot
-            .groups
-            .iter()
-            .filter(|g| &g.source == source)
+            .group(source)
+            .into_iter()
             .flat_map(|g| g.tools.iter().map(|t| t.name().to_owned()))
             .collect(),
         refused: snapshot
@@ -459,41 +494,28 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     // that did not change share the tool's `Arc` (see `set_many`), so
     // pointer equality is enough.
     let mut previous = std::mem::take(&mut state.built);
-    let mut built = HashMap::with_capacity(assigned.len());
+    let mut built: HashMap<ToolSource, HashMap<String, (String, Arc<Tool>)>> = HashMap::new();
     let mut grouped: BTreeMap<&ToolSource, Vec<Arc<Tool>>> = BTreeMap::new();
     for (source, spec, position, exposed) in assigned {
-        let key = (source.clone(), spec.name.clone());
-        let tool = match previous.remove(&key) {
-            Some((name, tool))
-                if name == exposed
-                    && Arc::ptr_eq(tool.spec(), spec)
-                    && tool.position() == position =>
-            {
-                tool
-            }
-            _ => Arc::new(
-                Tool::from_shared(exposed.clone(), source.clone(), spec.clone())
-                    .at_position(position),
-            ),
-        };
+        let earlier = previous
+            .get_mut(source)
+            .and_then(|built| built.remove(&spec.name));
+        let tool = reuse_or_build(earlier, source, spec, position, &exposed);
         grouped.entry(source).or_default().push(tool.clone());
-        built.insert(key, (exposed, tool));
+        built
+            .entry(source.clone())
+            .or_default()
+            .insert(spec.name.clone(), (exposed, tool));
     }
     state.built = built;
 
     let mut groups = Vec::with_capacity(grouped.len());
-    let mut by_name = HashMap::new();
-    for (source, mut tools) in grouped {
-        tools.sort_by(|a, b| a.name().cmp(b.name()));
-        let group_index = groups.len() as u32;
-        for (index, tool) in tools.iter().enumerate() {
-            by_name.insert(tool.name().to_owned(), (group_index, index as u32));
+    let mut by_name = imbl::HashMap::new();
+    for (source, tools) in grouped {
+        for tool in &tools {
+            by_name.insert(tool.name().to_owned(), source.clone());
         }
-        groups.push(SourceGroup {
-            description: state.descriptions.get(source).cloned(),
-            source: source.clone(),
-            tools,
-        });
+        groups.push(source_group(state, source, tools));
     }
     RegistrySnapshot {
         registry_id: state.registry_id,
@@ -504,6 +526,183 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
         renamed,
     }
 }
+
+/// The tool built earlier for the same spec, position and exposed name,
+/// else a new one: building one serialises its schema, which dominates
+/// the cost of a reload. Specs that did not change share the tool's `Arc`
+/// (see [`ToolRegistry::set_many`]), so pointer equality is enough.
+fn reuse_or_build(
+    earlier: Option<(String, Arc<Tool>)>,
+    source: &ToolSource,
+    spec: &Arc<ToolSpec>,
+    position: u32,
+    exposed: &str,
+) -> Arc<Tool> {
+    match earlier {
+        Some((name, tool))
+            if name == exposed && Arc::ptr_eq(tool.spec(), spec) && tool.position() == position =>
+        {
+            tool
+        }
+        _ => Arc::new(
+            Tool::from_shared(exposed.to_owned(), source.clone(), spec.clone())
+                .at_position(position),
+        ),
+    }
+}
+
+fn source_group(
+    state: &RegistryState,
+    source: &ToolSource,
+    mut tools: Vec<Arc<Tool>>,
+) -> Arc<SourceGroup> {
+    tools.sort_by(|a, b| a.name().cmp(b.name()));
+    Arc::new(SourceGroup {
+        description: state.descriptions.get(source).cloned(),
+        source: source.clone(),
+        tools: tools.into(),
+    })
+}
+
+/// The next snapshot from `current`, redoing only the `changed` sources'
+/// names and groups; `None` when a change touches a contested name (one
+/// that a renamed MCP tool or a refused tool wanted, or that another
+/// source holds), whose outcome only a full build settles. Equal to what
+/// [`build_snapshot`] makes of the same state.
+fn republish(
+    state: &mut RegistryState,
+    current: &RegistrySnapshot,
+    changed: &[ToolSource],
+) -> Option<RegistrySnapshot> {
+    let mut contested: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut involved: std::collections::HashSet<&ToolSource> = std::collections::HashSet::new();
+    for renamed in &current.renamed {
+        contested.insert(&renamed.wanted);
+        involved.insert(current.by_name.get(&renamed.exposed)?);
+    }
+    for refused in &current.refused {
+        if let RefusalReason::NameTaken { name, .. } = &refused.reason {
+            contested.insert(name);
+            involved.insert(&refused.source);
+        }
+    }
+    let mut by_name = current.by_name.clone();
+    let mut groups = current.groups.clone();
+    let mut refused = current.refused.clone();
+    let mut done: Vec<&ToolSource> = Vec::with_capacity(changed.len());
+    let mut built_now = Vec::with_capacity(changed.len());
+    for source in changed {
+        if done.contains(&source) {
+            continue;
+        }
+        done.push(source);
+        if involved.contains(source) {
+            return None;
+        }
+        let position = groups.binary_search_by(|g| g.source.cmp(source));
+        let old_names: &[Arc<Tool>] = match position {
+            Ok(at) => &groups[at].tools,
+            Err(_) => &[],
+        };
+        if old_names.iter().any(|t| contested.contains(t.name())) {
+            return None;
+        }
+        let specs = state.sources.get(source).map(Vec::as_slice).unwrap_or(&[]);
+        let earlier = state.built.get(source);
+        let mut seen = std::collections::HashSet::new();
+        let mut own_refused = Vec::new();
+        let mut tools = Vec::with_capacity(specs.len());
+        let mut built = HashMap::with_capacity(specs.len());
+        let mut exposed_now = std::collections::HashSet::with_capacity(specs.len());
+        for (position, spec) in specs.iter().enumerate() {
+            let refuse = |reason| RefusedTool {
+                source: source.clone(),
+                name: spec.name.clone(),
+                reason,
+            };
+            if !seen.insert(spec.name.as_str()) {
+                own_refused.push(refuse(RefusalReason::DuplicateInSource(spec.name.clone())));
+                continue;
+            }
+            if source.is_deferrable() && is_bridge_name(&spec.name) {
+                own_refused.push(refuse(RefusalReason::BridgeName(spec.name.clone())));
+                continue;
+            }
+            let exposed = match source {
+                ToolSource::Mcp(server) => mcp_tool_name(server, &spec.name),
+                ToolSource::Core | ToolSource::Plugin(_) => {
+                    if !is_valid_plain_name(&spec.name) {
+                        own_refused.push(refuse(RefusalReason::InvalidName(spec.name.clone())));
+                        continue;
+                    }
+                    spec.name.clone()
+                }
+            };
+            let held_by_another = by_name.get(&exposed).is_some_and(|owner| owner != source);
+            if contested.contains(exposed.as_str())
+                || held_by_another
+                || !exposed_now.insert(exposed.clone())
+            {
+                // Wanted by another source, or twice by this one.
+                return None;
+            }
+            let again = earlier.and_then(|built| built.get(&spec.name)).cloned();
+            let tool = reuse_or_build(again, source, spec, position as u32, &exposed);
+            built.insert(spec.name.clone(), (exposed, tool.clone()));
+            tools.push(tool);
+        }
+        // The name map changes only when the names do (a server that
+        // changed descriptions keeps every name).
+        let same_names = old_names.len() == exposed_now.len()
+            && old_names.iter().all(|t| exposed_now.contains(t.name()));
+        if !same_names {
+            for tool in old_names {
+                by_name.remove(tool.name());
+            }
+            for exposed in exposed_now {
+                by_name.insert(exposed, source.clone());
+            }
+        }
+        let from = refused.partition_point(|r| r.source < *source);
+        let to = refused.partition_point(|r| r.source <= *source);
+        for refusal in &own_refused {
+            tracing::warn!(
+                source = %refusal.source.toolset(),
+                tool = %refusal.name,
+                reason = %refusal.reason,
+                "tool refused"
+            );
+        }
+        refused.splice(from..to, own_refused);
+        match (position, tools.is_empty()) {
+            (Ok(at), true) => {
+                groups.remove(at);
+            }
+            (Ok(at), false) => groups[at] = source_group(state, source, tools),
+            (Err(at), false) => groups.insert(at, source_group(state, source, tools)),
+            (Err(_), true) => {}
+        }
+        built_now.push((source.clone(), built));
+    }
+    for (source, built) in built_now {
+        if built.is_empty() {
+            state.built.remove(&source);
+        } else {
+            state.built.insert(source, built);
+        }
+    }
+    Some(RegistrySnapshot {
+        registry_id: state.registry_id,
+        generation: state.generation,
+        groups,
+        by_name,
+        refused,
+        renamed: current.renamed.clone(),
+    })
+}
+
+#[cfg(test)]
+mod republish_tests;
 
 #[cfg(test)]
 mod tests {
