@@ -214,6 +214,21 @@ async fn gateway_clients_see_their_grant_and_hear_list_changes() {
     ));
     let listing = search_description(&admin).await;
     assert!(listing.contains("echo"), "{listing}");
+    // Told once searches see it: the first search after the notice finds
+    // the new tool (its segment was built in the background first).
+    let found = admin
+        .call_tool(call(
+            "tool_search",
+            json!({"query": "echoes its arguments back with the plugin version"}),
+        ))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&found.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let found: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(found["matches"][0]["name"], "echo", "{found}");
 
     // Calls are recorded in the gateway clients' own sessions.
     let (_, sessions) = daemon.get("/v1/sessions").await;

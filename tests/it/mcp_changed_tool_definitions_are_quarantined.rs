@@ -69,6 +69,10 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
         .unwrap();
     let host = daemon.mcp().clone();
     mcp::ready(&host, "rug").await;
+    // Searches find a change once its segment is built (in the background).
+    daemon
+        .search_ready(daemon.registry().snapshot().generation())
+        .await;
     let session = Session::new("integrity", Scope::all(), daemon.feed().clone());
     let mut feed = daemon.feed().subscribe_all();
 

@@ -14,6 +14,14 @@
 //! - `search/index_build_{classic,enhanced}/*`: building each mode's index over the deferred tools.
 //! - `registry/republish_one_server/*`: one source sets an unchanged tool
 //!   list again (`ToolRegistry::set_source_tools`).
+//! - `change/replace_one_server_until_searchable/*`: one server's tools all
+//!   change (every description differs each time); the registry publishes
+//!   and the background pass (`Assembler::prepare`, which the daemon runs
+//!   on the blocking pool) builds that server's segment and the catalog's
+//!   index, after which the next search uses the new tools.
+//! - `change/first_search_after_change/*`: the first `Assembly::search`
+//!   after such a change, once the pass is done; `search_without_change`:
+//!   the same query when nothing changed.
 //!
 //! `cargo bench -p quiver-benches --bench catalog` runs everything; a filter
 //! such as `-- search/queries` loads only the catalogs it needs.
@@ -550,6 +558,108 @@ fn registry(c: &mut Criterion, sets: &[Set]) {
     group.finish();
 }
 
+/// One server's tool list with every description changed (`round`
+/// differs each time), as a server sends after an upgrade.
+fn changed_specs(fixture: &Fixture, round: u64) -> (quiver_tool::tool::ToolSource, Vec<ToolSpec>) {
+    let server = &fixture.snapshot.groups()[fixture.snapshot.groups().len() / 2];
+    let specs = server
+        .tools()
+        .iter()
+        .map(|t| {
+            ToolSpec::new(
+                t.original_name(),
+                format!("{} (revision {round})", t.description()),
+                t.input_schema().clone(),
+            )
+        })
+        .collect();
+    (server.source().clone(), specs)
+}
+
+/// A registry of its own for `set` (changes must not leak into the shared
+/// fixtures) with an assembler whose background pass has run once.
+fn changing(set: Set) -> (ToolRegistry, Assembler) {
+    let fixture = load(set);
+    let registry = ToolRegistry::new();
+    registry.set_many(
+        fixture
+            .snapshot
+            .groups()
+            .iter()
+            .map(|g| {
+                let specs = g.tools().iter().map(|t| (**t.spec()).clone()).collect();
+                (g.source().clone(), specs)
+            })
+            .collect(),
+    );
+    registry.set_descriptions(
+        fixture
+            .snapshot
+            .groups()
+            .iter()
+            .filter_map(|g| Some((g.source().clone(), g.description()?.to_string()))),
+    );
+    let assembler = Assembler::new(ToolSearchConfig::default());
+    assembler.prepare(&registry.snapshot());
+    (registry, assembler)
+}
+
+fn change(c: &mut Criterion, sets: &[Set]) {
+    let scope = Scope::all();
+    let mut group = c.benchmark_group("change");
+    group
+        .sample_size(20)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for &set in sets {
+        group.bench_function(id("replace_one_server_until_searchable", set), |b| {
+            let (registry, assembler) = changing(set);
+            let mut round = 0;
+            b.iter_batched(
+                || {
+                    round += 1;
+                    changed_specs(load(set), round)
+                },
+                |(source, specs)| {
+                    registry.set_source_tools(source, specs);
+                    assembler.prepare(&registry.snapshot());
+                },
+                BatchSize::PerIteration,
+            );
+            let assembly = assembler.assemble(&registry.snapshot(), &scope, CONTEXT_TOKENS);
+            assert!(
+                assembly.catalog().is_index_ready(),
+                "the pass indexed the change"
+            );
+        });
+        group.bench_function(id("first_search_after_change", set), |b| {
+            let (registry, assembler) = changing(set);
+            let query = &queries()[0];
+            let mut round = 0;
+            b.iter_batched(
+                || {
+                    round += 1;
+                    let (source, specs) = changed_specs(load(set), round);
+                    registry.set_source_tools(source, specs);
+                    let snapshot = registry.snapshot();
+                    assembler.prepare(&snapshot);
+                    assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS)
+                },
+                |assembly| assembly.search(query, None),
+                BatchSize::PerIteration,
+            );
+        });
+        group.bench_function(id("search_without_change", set), |b| {
+            let (registry, assembler) = changing(set);
+            let query = &queries()[0];
+            let assembly = assembler.assemble(&registry.snapshot(), &scope, CONTEXT_TOKENS);
+            b.iter(|| assembly.search(query, None));
+        });
+    }
+    group.finish();
+}
+
 /// The reference catalogs. They run first, before the generated catalog's
 /// much larger registry is allocated.
 fn reference_catalogs(c: &mut Criterion) {
@@ -560,6 +670,7 @@ fn reference_catalogs(c: &mut Criterion) {
         &[POPULAR, POPULAR_CLOUDFLARE, SAAS],
     );
     registry(c, &[POPULAR_CLOUDFLARE]);
+    change(c, &[POPULAR, POPULAR_CLOUDFLARE]);
 }
 
 /// The generated 100,000-tool catalog (about 2 s to generate and register).
@@ -567,6 +678,7 @@ fn generated_catalog(c: &mut Criterion) {
     assembly(c, &[GENERATED]);
     search(c, &[], &[GENERATED]);
     registry(c, &[GENERATED]);
+    change(c, &[GENERATED]);
 }
 
 criterion_group!(benches, reference_catalogs, generated_catalog);

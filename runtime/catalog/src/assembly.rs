@@ -73,7 +73,9 @@ struct CachedCatalog {
 /// per-source segments (see [`crate::indexing`]) cached across catalogs:
 /// with [`Assembler::index_in_background`], they are built when the
 /// registry publishes, on the blocking pool, and a catalog whose index is
-/// not ready yet answers searches with the previous generation's.
+/// not ready yet answers searches with the previous generation's. A new
+/// catalog takes its unchanged groups from the same scope's previous one
+/// (the registry's tool slices are shared, their totals reused).
 pub struct Assembler {
     config: Arc<ToolSearchConfig>,
     cache_capacity: usize,
@@ -101,6 +103,18 @@ impl Assembler {
             background: AtomicBool::new(false),
             ready: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// An assembler for `config` that starts from `previous`'s segments
+    /// when they are of the same search mode, so a config reload indexes
+    /// the sources that changed only.
+    pub fn succeeding(previous: &Assembler, config: ToolSearchConfig) -> Assembler {
+        let mode = config.mode;
+        let mut assembler = Assembler::new(config);
+        if previous.segments.mode() == mode {
+            assembler.segments = previous.segments.clone();
+        }
+        assembler
     }
 
     /// The segments shared by this assembler's catalogs.
@@ -216,27 +230,28 @@ impl Assembler {
             cache.push_front(entry);
             return catalog;
         }
+        // The same sessions' latest earlier catalog: its unchanged groups
+        // are reused, and its index answers while this one's is built.
+        let previous = cache
+            .iter()
+            .filter(|e| {
+                e.key.registry_id == key.registry_id
+                    && e.key.scope == key.scope
+                    && e.key.defer == key.defer
+                    && e.key.generation < key.generation
+            })
+            .max_by_key(|e| e.key.generation)
+            .map(|e| e.catalog.clone());
         let catalog = Arc::new(
-            Catalog::build(snapshot, scope, &self.config, defer)
+            Catalog::build_after(previous.as_deref(), snapshot, scope, &self.config, defer)
                 .with_segments(self.segments.clone()),
         );
         if let Some(index) = self.segments.compose_cached(catalog.groups()) {
             catalog.set_index(Arc::new(index));
         } else if self.background.load(Ordering::Acquire) {
-            // The background pass is building this generation's segments:
-            // the same sessions' latest earlier catalog answers meanwhile.
-            let previous = cache
-                .iter()
-                .filter(|e| {
-                    e.key.registry_id == key.registry_id
-                        && e.key.scope == key.scope
-                        && e.key.defer == key.defer
-                        && e.key.generation < key.generation
-                })
-                .max_by_key(|e| e.key.generation)
-                .and_then(|e| e.catalog.serving_index());
-            if let Some(previous) = previous {
-                catalog.serve_meanwhile(previous);
+            // The background pass is building this generation's segments.
+            if let Some(index) = previous.and_then(|p| p.serving_index()) {
+                catalog.serve_meanwhile(index);
             }
         }
         cache.push_front(CachedCatalog {

@@ -5,6 +5,7 @@
 //! globs, and from nothing else, so it can be rebuilt on every assembly (or
 //! cached under exactly that key) and can never drift from the live tools.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -24,7 +25,7 @@ pub struct CatalogGroup {
     /// `plugin-NAME` / `mcp-NAME` when a plugin and an MCP server of the
     /// catalog share a name, so that the listing and notes tell them apart.
     label: Option<String>,
-    tools: Vec<Arc<Tool>>,
+    tools: Arc<[Arc<Tool>]>,
     totals: GroupTotals,
     description: Option<Arc<str>>,
 }
@@ -44,6 +45,14 @@ pub struct GroupTotals {
 }
 
 impl GroupTotals {
+    fn of(tools: &[Arc<Tool>]) -> GroupTotals {
+        let mut totals = GroupTotals::default();
+        for tool in tools {
+            totals.add(tool);
+        }
+        totals
+    }
+
     fn add(&mut self, tool: &Tool) {
         self.name_chars += tool.name_chars() as u64;
         let short = tool.short_description_chars() as u64;
@@ -71,6 +80,12 @@ impl CatalogGroup {
 
     /// The deferred tools, sorted by exposed name.
     pub fn tools(&self) -> &[Arc<Tool>] {
+        &self.tools
+    }
+
+    /// The deferred tools as a shared slice (the registry's own when the
+    /// whole group is deferred).
+    pub fn shared_tools(&self) -> &Arc<[Arc<Tool>]> {
         &self.tools
     }
 
@@ -186,6 +201,22 @@ impl Catalog {
         config: &ToolSearchConfig,
         defer: bool,
     ) -> Catalog {
+        Catalog::build_after(None, snapshot, scope, config, defer)
+    }
+
+    /// [`Catalog::build`], taking the totals of unchanged groups from
+    /// `previous` (a catalog of an earlier generation, same scope and
+    /// settings): a change to one source then costs that source's tools.
+    pub fn build_after(
+        previous: Option<&Catalog>,
+        snapshot: &RegistrySnapshot,
+        scope: &Scope,
+        config: &ToolSearchConfig,
+        defer: bool,
+    ) -> Catalog {
+        let earlier: HashMap<&ToolSource, &CatalogGroup> = previous
+            .map(|p| p.groups.iter().map(|g| (&g.source, g)).collect())
+            .unwrap_or_default();
         let mut eager = Vec::new();
         let mut groups: Vec<CatalogGroup> = Vec::new();
         for group in snapshot.groups() {
@@ -193,6 +224,25 @@ impl Catalog {
             // Deciding per toolset first keeps the per-tool glob matching off
             // the common path (a fully granted server with no eager globs).
             let whole_group = scope.allows_toolset(&source.toolset());
+            if whole_group && defer && source.is_deferrable() && config.eager.is_empty() {
+                // Every tool deferred: the group is the registry's, shared.
+                let tools = group.shared_tools().clone();
+                if tools.is_empty() {
+                    continue;
+                }
+                let totals = match earlier.get(source) {
+                    Some(before) if Arc::ptr_eq(&before.tools, &tools) => before.totals,
+                    _ => GroupTotals::of(&tools),
+                };
+                groups.push(CatalogGroup {
+                    source: source.clone(),
+                    label: None,
+                    tools,
+                    totals,
+                    description: group.description().cloned(),
+                });
+                continue;
+            }
             let mut deferred = Vec::new();
             let mut totals = GroupTotals::default();
             for tool in group.tools() {
@@ -210,7 +260,7 @@ impl Catalog {
                 groups.push(CatalogGroup {
                     source: source.clone(),
                     label: None,
-                    tools: deferred,
+                    tools: deferred.into(),
                     totals,
                     description: group.description().cloned(),
                 });

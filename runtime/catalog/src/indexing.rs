@@ -56,7 +56,7 @@ impl Segment {
 }
 
 struct Cached {
-    tools: Vec<Arc<Tool>>,
+    tools: Arc<[Arc<Tool>]>,
     description: Option<Arc<str>>,
     segment: Segment,
     /// The pass that last used it.
@@ -66,12 +66,13 @@ struct Cached {
 impl Cached {
     fn matches(&self, group: &CatalogGroup) -> bool {
         self.description.as_deref() == group.description()
-            && self.tools.len() == group.tools().len()
-            && self
-                .tools
-                .iter()
-                .zip(group.tools())
-                .all(|(a, b)| Arc::ptr_eq(a, b))
+            && (Arc::ptr_eq(&self.tools, group.shared_tools())
+                || (self.tools.len() == group.tools().len()
+                    && self
+                        .tools
+                        .iter()
+                        .zip(group.tools())
+                        .all(|(a, b)| Arc::ptr_eq(a, b))))
     }
 }
 
@@ -126,7 +127,7 @@ impl SegmentCache {
             return;
         }
         variants.push(Cached {
-            tools: group.tools().to_vec(),
+            tools: group.shared_tools().clone(),
             description: group.description_arc().cloned(),
             segment,
             used: pass,

@@ -6,7 +6,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `GET /healthz` | liveness, no token needed, no data |
-//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt |
+//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt; once none is, answered when searches see the latest change |
 //! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
 //! | `GET /v1/status` | plugins, MCP servers, models, sessions, config generation and last reload |
@@ -522,6 +522,10 @@ async fn healthz() -> Json<Value> {
 async fn readyz(State(state): State<ApiState>) -> Response {
     let waiting = state.daemon.waiting_for();
     if waiting.is_empty() {
+        // Ready means searches find every registered tool: the answer
+        // waits (briefly) for the background indexing of the last change.
+        let generation = state.daemon.registry().snapshot().generation();
+        state.daemon.search_ready(generation).await;
         return Json(json!({"status": "ready"})).into_response();
     }
     let servers = state.daemon.mcp().status().len();

@@ -149,6 +149,10 @@ impl GatewayHandler {
                     () = &mut stop => break,
                     changed = changes.changed() => if changed.is_err() { break },
                 }
+                // Told only once `tool_search` finds what changed: the
+                // change's search segments are built in the background.
+                let generation = *changes.borrow_and_update();
+                daemon.search_ready(generation).await;
                 let now = tools_digest(&daemon, &live);
                 if now != last {
                     last = now;

@@ -24,7 +24,7 @@ pub mod turn_stream;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use serde_json::{Value, json};
@@ -505,14 +505,20 @@ fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
         .collect()
 }
 
+/// How long [`Daemon::search_ready`] waits for a generation's index.
+const SEARCH_READY_WAIT: Duration = Duration::from_secs(5);
+
 /// Builds everything `config` needs without putting any of it in force:
 /// the core tools, the chain, the models, the agent, the assembler, the
 /// plugin options and watcher. `old`: the config in force (on a reload),
-/// whose plugin watcher is kept when the directories did not change.
+/// whose plugin watcher is kept when the directories did not change;
+/// `old_assembler`: the assembler in force, whose search segments the new
+/// one starts from.
 fn prepare(
     parts: &Parts<'_>,
     config: Config,
     old: Option<&Config>,
+    old_assembler: Option<&Assembler>,
 ) -> Result<(Applied, Sources), DaemonError> {
     let Parts {
         state_dir,
@@ -587,7 +593,11 @@ fn prepare(
         .with_mcp_status(mcp.clone())
         .with_coercion(config.guardrails.coerce_arguments)
         .with_max_bridge_result_chars(config.guardrails.max_result_chars);
-    let assembler = Arc::new(Assembler::new(config.tool_search.clone()));
+    // A reload keeps the search segments of unchanged sources.
+    let assembler = Arc::new(match old_assembler {
+        Some(old) => Assembler::succeeding(old, config.tool_search.clone()),
+        None => Assembler::new(config.tool_search.clone()),
+    });
     let models = quiver_model::build_all(&config.models)?;
     let agent = Agent::new(
         registry.clone(),
@@ -668,7 +678,10 @@ impl Daemon {
             mcp: &mcp,
             approver: &approver,
         };
-        let (applied, sources) = prepare(&parts, config, None)?;
+        let (applied, sources) = prepare(&parts, config, None, None)?;
+        // Search segments are built when the registry publishes, off the
+        // request path (a model's tool_search never waits for an index).
+        applied.assembler.index_in_background(&registry);
         metrics::gauge!("quiver_config_generation").set(1.0);
         let feed_config = applied.config.feed.clone();
         let feed = Arc::new(ActivityFeed::new(
@@ -832,7 +845,8 @@ impl Daemon {
             mcp: &self.mcp,
             approver: &self.approver,
         };
-        let (applied, sources) = match prepare(&parts, config, Some(&old)) {
+        let old_assembler = self.applied().assembler.clone();
+        let (applied, sources) = match prepare(&parts, config, Some(&old), Some(&old_assembler)) {
             Ok(prepared) => prepared,
             Err(error) => {
                 let error = DaemonError::ConfigRefused {
@@ -847,6 +861,7 @@ impl Daemon {
         let sections = changed_sections(&old, &new);
         let old_models: Vec<String> = old.models.models.keys().cloned().collect();
         let changes = self.apply_sources(sources).await;
+        applied.assembler.index_in_background(&self.registry);
         *self
             .applied
             .write()
@@ -926,6 +941,15 @@ impl Daemon {
     }
 
     /// What the config in force built (cheap to clone: all `Arc`s).
+    /// Resolves once searches see registry generation `generation` (its
+    /// search segments are built in the background when it is published),
+    /// or after [`SEARCH_READY_WAIT`] at most, when searches go on with the
+    /// previous generation's index a little longer.
+    pub async fn search_ready(&self, generation: u64) {
+        let assembler = self.applied().assembler.clone();
+        let _ = tokio::time::timeout(SEARCH_READY_WAIT, assembler.index_ready(generation)).await;
+    }
+
     fn applied(&self) -> Arc<Applied> {
         self.applied
             .read()

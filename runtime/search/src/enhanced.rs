@@ -44,7 +44,9 @@
 //! to one source re-indexes that source only and scores stay those of one
 //! index over every tool (`reference`, kept for tests, is that index).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -244,10 +246,39 @@ impl Analyzer {
     /// written (lowercased) and as its term (stemmed).
     pub fn words(&self, text: &str, mut each: impl FnMut(&str, &str)) {
         identifier_parts(text, |part| {
-            if !is_stop_word(part) {
-                each(part, &self.stemmer.stem(part));
+            if let Some(term) = self.analyse(part) {
+                each(part, &term);
             }
         });
+    }
+
+    /// `word`'s term, `None` for a stop word. Remembered per thread:
+    /// stemming and the stop-word lookup were most of a segment build, and
+    /// tool texts repeat a small vocabulary. Bounded: long words are not
+    /// kept, and a full memo starts over.
+    fn analyse(&self, word: &str) -> Option<Rc<str>> {
+        const LONGEST_KEPT: usize = 40;
+        const MOST_KEPT: usize = 1 << 16;
+        thread_local! {
+            static ANALYSED: RefCell<HashMap<Box<str>, Option<Rc<str>>>> =
+                RefCell::new(HashMap::new());
+        }
+        let analyse = || (!is_stop_word(word)).then(|| Rc::from(&*self.stemmer.stem(word)));
+        if word.len() > LONGEST_KEPT {
+            return analyse();
+        }
+        if let Some(known) = ANALYSED.with(|memo| memo.borrow().get(word).cloned()) {
+            return known;
+        }
+        let analysed = analyse();
+        ANALYSED.with(|memo| {
+            let mut memo = memo.borrow_mut();
+            if memo.len() >= MOST_KEPT {
+                memo.clear();
+            }
+            memo.insert(word.into(), analysed.clone());
+        });
+        analysed
     }
 
     fn stem<'a>(&self, word: &'a str) -> std::borrow::Cow<'a, str> {
