@@ -946,7 +946,11 @@ fn events_stream(
         .session
         .clone()
         .map(|session| (daemon.subscribe_turns(), OrderedMessages::new(session)));
-    let stream = SessionStream { feed, messages };
+    let stream = SessionStream {
+        feed,
+        messages,
+        pending: None,
+    };
     let stream = futures_util::stream::unfold(stream, |mut stream| async move {
         let event = stream.next().await?;
         Some((Ok(event), stream))
@@ -964,24 +968,51 @@ struct SessionStream<S> {
         tokio::sync::broadcast::Receiver<Arc<TurnItem>>,
         OrderedMessages,
     )>,
+    /// A record read from the feed and not sent yet: the items already
+    /// in the channel go first.
+    pending: Option<Arc<EventRecord>>,
 }
 
 impl<S: StoredRecords> SessionStream<S> {
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
             let Some((items, order)) = self.messages.as_mut() else {
+                if let Some(record) = self.pending.take() {
+                    return Some(sse_event(&record));
+                }
                 return self.feed.next().await.map(|record| sse_event(&record));
             };
+            // A turn sends its items before the activity that follows them
+            // reaches the log, so every item that came before a record is
+            // in the channel by the time the record is read.
+            let mut closed = false;
+            loop {
+                match items.try_recv() {
+                    Ok(item) => order.item(item),
+                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(lost)) => {
+                        tracing::debug!(lost, "a session feed fell behind on turn messages");
+                    }
+                    Err(tokio::sync::broadcast::error::TryRecvError::Closed) => {
+                        closed = true;
+                        break;
+                    }
+                    Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+                }
+            }
             if let Some(item) = order.ready() {
                 return Some(turn_item_event(&item));
             }
+            if let Some(record) = self.pending.take() {
+                order.record_sent(&record);
+                return Some(sse_event(&record));
+            }
+            if closed {
+                self.messages = None;
+                continue;
+            }
             let deadline = order.deadline();
             tokio::select! {
-                record = self.feed.next() => {
-                    let record = record?;
-                    order.record_sent(&record);
-                    return Some(sse_event(&record));
-                }
+                record = self.feed.next() => self.pending = Some(record?),
                 item = items.recv() => match item {
                     Ok(item) => order.item(item),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
