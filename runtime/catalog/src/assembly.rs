@@ -334,10 +334,13 @@ impl Assembler {
         };
         // What the tools array costs now, against every tool sent with
         // its schema: the figure tool search exists for.
-        let sent_chars: u64 = tools
-            .iter()
-            .map(|t| t.to_string().chars().count() as u64)
-            .sum();
+        // The eager tools' sizes are known; only the bridge (whose search
+        // description holds the listing) is measured here.
+        let sent_chars: u64 = eager_chars
+            + tools[catalog.eager().len()..]
+                .iter()
+                .map(|t| t.to_string().chars().count() as u64)
+                .sum::<u64>();
         let savings = Savings {
             tokens_without_tool_search: tokens::tokens_for_chars(eager_chars + deferred_chars),
             tokens_with_tool_search: tokens::tokens_for_chars(sent_chars),
