@@ -2,7 +2,8 @@
 //! the MCP servers its grant holds, under names that say which server they
 //! come from (`quiver://mcp/SERVER/URI`, `mcp_SERVER_PROMPT`), reads and
 //! renders them through Quiver, and sees nothing of a server outside its
-//! grant. Driven with an rmcp client over `quiver serve --stdio`.
+//! grant. Prompt and template arguments complete upstream. Driven with an
+//! rmcp client over `quiver serve --stdio`.
 
 use quiver_tests::daemon::Fixture;
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
@@ -205,6 +206,32 @@ async fn a_granted_servers_resources_and_prompts_pass_through() {
     );
     assert_eq!(unknown["code"], -32602, "{unknown}");
 
+    // Arguments complete upstream, by the gateway's names for prompt and
+    // template.
+    let names = client
+        .complete_prompt_simple("mcp_notes_greet", "name", "A")
+        .await
+        .unwrap();
+    assert_eq!(names, ["Ada", "Alan"]);
+    let notes = client
+        .complete_resource_simple("quiver://mcp/notes/test://notes/{name}", "name", "s")
+        .await
+        .unwrap();
+    assert_eq!(notes, ["second"]);
+    // A server without completions has none to give.
+    let none = client
+        .complete_resource_simple("quiver://mcp/plain/test://x/{y}", "y", "")
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "{none:?}");
+    let unknown = error_of(
+        client
+            .complete_prompt_simple("mcp_notes_nothing", "name", "A")
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(unknown["code"], -32602, "{unknown}");
+
     // The gateway lists everything at once: a cursor is not its own.
     let cursor = error_of(
         client
@@ -254,6 +281,19 @@ async fn a_server_outside_the_grant_shows_nothing() {
     get.arguments = json!({"name": "Ada"}).as_object().cloned();
     let refused = error_of(client.get_prompt(get).await.unwrap_err());
     assert_eq!(refused["code"], -32602, "{refused}");
+    let refused = error_of(
+        client
+            .complete_resource_simple("quiver://mcp/notes/test://notes/{name}", "name", "f")
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("no MCP server `notes` in this client's grant"),
+        "{refused}"
+    );
     client.cancel().await.unwrap();
 }
 

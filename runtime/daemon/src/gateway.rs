@@ -17,12 +17,12 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ReadResourceResult, Reference, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -99,6 +99,31 @@ impl GatewayHandler {
 
     /// The MCP servers, ready now, whose toolset the client's grant holds:
     /// their resources and prompts go with their tools.
+    /// The server and its own name of the prompt a client calls `name`.
+    /// Exposed names may be shortened with a hash, so they are found by
+    /// listing, as the client saw them.
+    async fn granted_prompt(
+        &self,
+        context: &RequestContext<RoleServer>,
+        name: &str,
+    ) -> Result<(String, String), ErrorData> {
+        for server in self.granted_servers(context)? {
+            let Ok(prompts) = self.daemon.mcp().prompts(&server).await else {
+                continue;
+            };
+            if let Some(prompt) = prompts
+                .into_iter()
+                .find(|p| mcp_tool_name(&server, &p.name) == name)
+            {
+                return Ok((server, prompt.name));
+            }
+        }
+        Err(ErrorData::invalid_params(
+            format!("no prompt `{name}` in this client's grant (see prompts/list)"),
+            None,
+        ))
+    }
+
     fn granted_servers(
         &self,
         context: &RequestContext<RoleServer>,
@@ -267,6 +292,7 @@ impl ServerHandler for GatewayHandler {
             ServerCapabilities::builder()
                 .enable_prompts()
                 .enable_resources()
+                .enable_completions()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -460,32 +486,64 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        // Exposed names may be shortened with a hash, so the server and the
-        // prompt are found by listing, as the client saw them.
-        for server in self.granted_servers(&context)? {
-            let Ok(prompts) = self.daemon.mcp().prompts(&server).await else {
-                continue;
-            };
-            if let Some(prompt) = prompts
-                .iter()
-                .find(|p| mcp_tool_name(&server, &p.name) == request.name)
-            {
-                let rendered = self
-                    .daemon
-                    .mcp()
-                    .get_prompt(&server, &prompt.name, request.arguments.clone())
-                    .await
-                    .map_err(|error| upstream_error(&error))?;
-                return Ok(rendered.into());
+        let (server, prompt) = self.granted_prompt(&context, &request.name).await?;
+        let rendered = self
+            .daemon
+            .mcp()
+            .get_prompt(&server, &prompt, request.arguments)
+            .await
+            .map_err(|error| upstream_error(&error))?;
+        Ok(rendered.into())
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        // The reference is renamed to the server's own, and answered there.
+        let server = match &mut request.r#ref {
+            Reference::Prompt(reference) => {
+                let (server, prompt) = self.granted_prompt(&context, &reference.name).await?;
+                reference.name = prompt;
+                server
             }
-        }
-        Err(ErrorData::invalid_params(
-            format!(
-                "no prompt `{}` in this client's grant (see prompts/list)",
-                request.name
-            ),
-            None,
-        ))
+            Reference::Resource(reference) => {
+                let Some((server, uri)) = quiver_mcp::split_resource_uri(&reference.uri) else {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "`{}` is not a resource template of this gateway: they are named {}SERVER/URI (see resources/templates/list)",
+                            reference.uri,
+                            quiver_mcp::RESOURCE_URI_PREFIX,
+                        ),
+                        None,
+                    ));
+                };
+                let (server, uri) = (server.to_owned(), uri.to_owned());
+                if !self.granted_servers(&context)?.contains(&server) {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "`{}`: no MCP server `{server}` in this client's grant",
+                            reference.uri
+                        ),
+                        None,
+                    ));
+                }
+                reference.uri = uri;
+                server
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "completion/complete: the gateway completes prompt (`ref/prompt`) and resource template (`ref/resource`) arguments only",
+                    None,
+                ));
+            }
+        };
+        self.daemon
+            .mcp()
+            .complete(&server, request)
+            .await
+            .map_err(|error| upstream_error(&error))
     }
 
     async fn list_tools(

@@ -1,5 +1,6 @@
 //! An upstream server's resources and prompts, read on behalf of a gateway
-//! client: listing (every page), reading, templates and prompt rendering.
+//! client: listing (every page), reading, templates, prompt rendering and
+//! argument completion.
 //!
 //! Outside a server, its resources are named `quiver://mcp/SERVER/URI`
 //! ([`resource_uri`]): a client or model reading several servers' resources
@@ -13,8 +14,9 @@
 use std::future::Future;
 
 use rmcp::model::{
-    GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, JsonObject,
+    Prompt, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+    ServerCapabilities,
 };
 use rmcp::{Peer, RoleClient, ServiceError};
 
@@ -105,6 +107,22 @@ impl McpHost {
         .ok_or_else(|| not_offered(server, what, "prompts"))
     }
 
+    /// Completion values for an argument of one of the server's prompts or
+    /// resource templates (`request` names them as the server does); none
+    /// when the server offers no completions.
+    pub async fn complete(
+        &self,
+        server: &str,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, McpCallError> {
+        let what = format!("completion/complete {}", request.argument.name);
+        self.upstream(server, &what, offers_completions, |peer| async move {
+            peer.complete(request).await
+        })
+        .await
+        .map(Option::unwrap_or_default)
+    }
+
     /// Runs `request` on the connected `server` within its call timeout;
     /// `None` when the server does not `offer` what is asked.
     async fn upstream<T, F>(
@@ -167,6 +185,10 @@ fn offers_resources(capabilities: &ServerCapabilities) -> bool {
 
 fn offers_prompts(capabilities: &ServerCapabilities) -> bool {
     capabilities.prompts.is_some()
+}
+
+fn offers_completions(capabilities: &ServerCapabilities) -> bool {
+    capabilities.completions.is_some()
 }
 
 #[cfg(test)]

@@ -70,10 +70,11 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, Prompt, PromptArgument, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -395,6 +396,7 @@ impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_logging()
+            .enable_completions()
             .enable_prompts()
             .enable_resources()
             .enable_tools()
@@ -402,6 +404,7 @@ impl ServerHandler for TestServer {
             .build();
         // Without `--resources` the server offers neither, as most do.
         if !self.args.resources {
+            capabilities.completions = None;
             capabilities.prompts = None;
             capabilities.resources = None;
         }
@@ -515,6 +518,28 @@ impl ServerHandler for TestServer {
             format!("Say hello to {name}."),
         )])
         .into())
+    }
+
+    /// Completes greet's `name` from a few names and the notes template's
+    /// `name` from the notes, by prefix.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let known: &[&str] = match &request.r#ref {
+            Reference::Prompt(p) if p.name == "greet" => &["Ada", "Alan", "Grace"],
+            Reference::Resource(r) if r.uri == "test://notes/{name}" => &["first", "second"],
+            _ => return Err(ErrorData::invalid_params("nothing to complete there", None)),
+        };
+        let values = known
+            .iter()
+            .filter(|v| v.starts_with(&request.argument.value))
+            .map(|v| (*v).to_owned())
+            .collect();
+        let completion =
+            CompletionInfo::new(values).map_err(|e| ErrorData::internal_error(e, None))?;
+        Ok(CompleteResult::new(completion))
     }
 
     async fn list_tools(
