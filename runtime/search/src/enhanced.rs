@@ -45,7 +45,10 @@
 //! index over every tool (`reference`, kept for tests, is that index).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+/// The index's maps hash with foldhash (seeded per map): SipHash was an
+/// eighth of a segment build, and the keys are short terms.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -261,7 +264,7 @@ impl Analyzer {
         const MOST_KEPT: usize = 1 << 16;
         thread_local! {
             static ANALYSED: RefCell<HashMap<Box<str>, Option<Rc<str>>>> =
-                RefCell::new(HashMap::new());
+                RefCell::new(HashMap::default());
         }
         let analyse = || (!is_stop_word(word)).then(|| Rc::from(&*self.stemmer.stem(word)));
         if word.len() > LONGEST_KEPT {
@@ -426,7 +429,7 @@ struct ServerContext {
 impl ServerContext {
     fn add(&mut self, analyzer: &Analyzer, name: &str, text: &str) -> u32 {
         let server = self.lengths.len() as u32;
-        let mut counts: HashMap<String, u16> = HashMap::new();
+        let mut counts: HashMap<String, u16> = HashMap::default();
         let mut length = 0u32;
         analyzer.terms(text, |term| {
             length += 1;
@@ -564,22 +567,22 @@ impl EnhancedSegment {
         let mut segment = EnhancedSegment {
             docs: Vec::new(),
             doc_servers: Vec::new(),
-            terms: HashMap::new(),
+            terms: HashMap::default(),
             term_names: Vec::new(),
             postings: Vec::new(),
             lengths: Vec::new(),
             length_totals: [0; FIELDS],
             max_lengths: [0; FIELDS],
-            name_bigrams: HashMap::new(),
+            name_bigrams: HashMap::default(),
             lexicon: Lexicon::default(),
-            exact_names: HashMap::new(),
+            exact_names: HashMap::default(),
             servers: ServerContext::default(),
-            prerequisites: HashMap::new(),
-            same_operation: HashMap::new(),
+            prerequisites: HashMap::default(),
+            same_operation: HashMap::default(),
             extension_terms: Vec::new(),
         };
         // (server, call) → (position in its server's list, tool).
-        let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::new();
+        let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::default();
         let mut scratch = BuildScratch::default();
         for (description, tools) in groups {
             for tool in tools {
@@ -774,7 +777,7 @@ impl EnhancedSegment {
             .filter_map(|v| self.terms.get(*v).copied())
             .collect();
         // (server, term) → lookup tools with that term in their name.
-        let mut lookups: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        let mut lookups: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
         for (doc, names) in name_terms.iter().enumerate() {
             if !names.first().is_some_and(|v| verbs.contains(v)) {
                 continue;
@@ -807,7 +810,7 @@ impl EnhancedSegment {
             (parts, true) if parts.len() > 1 || parts.first().copied() != bare_id => Some(parts),
             _ => None,
         };
-        let mut prerequisites = HashMap::new();
+        let mut prerequisites = HashMap::default();
         for (doc, tool) in self.docs.iter().enumerate() {
             let server = self.doc_servers.get(doc).copied().unwrap_or(0);
             let mut found: Vec<(usize, u32)> = Vec::new();
@@ -860,7 +863,7 @@ fn synonym_stems() -> &'static HashMap<String, Vec<String>> {
     static TABLE: std::sync::OnceLock<HashMap<String, Vec<String>>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let analyzer = Analyzer::default();
-        let mut table: HashMap<String, Vec<String>> = HashMap::new();
+        let mut table: HashMap<String, Vec<String>> = HashMap::default();
         for group in SYNONYMS {
             let stems: Vec<String> = group
                 .iter()
@@ -939,7 +942,7 @@ impl EnhancedIndex {
         let mut server_starts = Vec::with_capacity(segments.len());
         let mut server_ids = Vec::new();
         let mut server_lengths: Vec<u32> = Vec::new();
-        let mut server_names: HashMap<&str, u32> = HashMap::new();
+        let mut server_names: HashMap<&str, u32> = HashMap::default();
         for segment in &segments {
             offsets.push(total);
             total += segment.docs.len() as u32;
@@ -1083,7 +1086,7 @@ impl EnhancedIndex {
     /// tolerance, only for 4 characters or more. At most four, nearest
     /// first.
     fn near_terms(&self, word: &str, term: &str) -> Vec<Found> {
-        let mut near: HashMap<&str, usize> = HashMap::new();
+        let mut near: HashMap<&str, usize> = HashMap::default();
         let probes: &[&str] = if word == term { &[word] } else { &[word, term] };
         let mut variants = Vec::new();
         let mut candidates: Vec<u32> = Vec::new();
