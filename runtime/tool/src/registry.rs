@@ -394,32 +394,29 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
                 name: spec.name.clone(),
                 reason,
             };
-            if !seen.insert(spec.name.as_str()) {
-                refused.push(refuse(RefusalReason::DuplicateInSource(spec.name.clone())));
-                continue;
-            }
-            if source.is_deferrable() && is_bridge_name(&spec.name) {
-                refused.push(refuse(RefusalReason::BridgeName(spec.name.clone())));
-                continue;
-            }
+            let wanted = match wanted_name(source, spec, &mut seen) {
+                Ok(wanted) => wanted,
+                Err(reason) => {
+                    refused.push(refuse(reason));
+                    continue;
+                }
+            };
             match source {
-                ToolSource::Mcp(server) => mcp.push(Candidate {
+                ToolSource::Mcp(_) => mcp.push(Candidate {
                     source,
                     spec,
                     position,
-                    wanted: mcp_tool_name(server, &spec.name),
+                    wanted,
                 }),
                 ToolSource::Core | ToolSource::Plugin(_) => {
-                    if !is_valid_plain_name(&spec.name) {
-                        refused.push(refuse(RefusalReason::InvalidName(spec.name.clone())));
-                    } else if let Some(taken_by) = owner.get(&spec.name) {
+                    if let Some(taken_by) = owner.get(&wanted) {
                         refused.push(refuse(RefusalReason::NameTaken {
-                            name: spec.name.clone(),
+                            name: wanted,
                             owner: taken_by.toolset(),
                         }));
                     } else {
-                        owner.insert(spec.name.clone(), source.clone());
-                        assigned.push((source, spec, position, spec.name.clone()));
+                        owner.insert(wanted.clone(), source.clone());
+                        assigned.push((source, spec, position, wanted));
                     }
                 }
             }
@@ -527,6 +524,31 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     }
 }
 
+/// The name `spec` wants, or why its own source rules it out (a name it
+/// lists twice, a bridge name, an invalid plain name): the checks that
+/// need no other source. `seen`: the names the source listed before it.
+fn wanted_name<'a>(
+    source: &ToolSource,
+    spec: &'a ToolSpec,
+    seen: &mut std::collections::HashSet<&'a str>,
+) -> Result<String, RefusalReason> {
+    if !seen.insert(spec.name.as_str()) {
+        return Err(RefusalReason::DuplicateInSource(spec.name.clone()));
+    }
+    if source.is_deferrable() && is_bridge_name(&spec.name) {
+        return Err(RefusalReason::BridgeName(spec.name.clone()));
+    }
+    match source {
+        ToolSource::Mcp(server) => Ok(mcp_tool_name(server, &spec.name)),
+        ToolSource::Core | ToolSource::Plugin(_) if is_valid_plain_name(&spec.name) => {
+            Ok(spec.name.clone())
+        }
+        ToolSource::Core | ToolSource::Plugin(_) => {
+            Err(RefusalReason::InvalidName(spec.name.clone()))
+        }
+    }
+}
+
 /// The tool built earlier for the same spec, position and exposed name,
 /// else a new one: building one serialises its schema, which dominates
 /// the cost of a reload. Specs that did not change share the tool's `Arc`
@@ -615,27 +637,15 @@ fn republish(
         let mut built = HashMap::with_capacity(specs.len());
         let mut exposed_now = std::collections::HashSet::with_capacity(specs.len());
         for (position, spec) in specs.iter().enumerate() {
-            let refuse = |reason| RefusedTool {
-                source: source.clone(),
-                name: spec.name.clone(),
-                reason,
-            };
-            if !seen.insert(spec.name.as_str()) {
-                own_refused.push(refuse(RefusalReason::DuplicateInSource(spec.name.clone())));
-                continue;
-            }
-            if source.is_deferrable() && is_bridge_name(&spec.name) {
-                own_refused.push(refuse(RefusalReason::BridgeName(spec.name.clone())));
-                continue;
-            }
-            let exposed = match source {
-                ToolSource::Mcp(server) => mcp_tool_name(server, &spec.name),
-                ToolSource::Core | ToolSource::Plugin(_) => {
-                    if !is_valid_plain_name(&spec.name) {
-                        own_refused.push(refuse(RefusalReason::InvalidName(spec.name.clone())));
-                        continue;
-                    }
-                    spec.name.clone()
+            let exposed = match wanted_name(source, spec, &mut seen) {
+                Ok(wanted) => wanted,
+                Err(reason) => {
+                    own_refused.push(RefusedTool {
+                        source: source.clone(),
+                        name: spec.name.clone(),
+                        reason,
+                    });
+                    continue;
                 }
             };
             let held_by_another = by_name.get(&exposed).is_some_and(|owner| owner != source);
