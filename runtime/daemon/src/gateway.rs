@@ -97,8 +97,6 @@ impl GatewayHandler {
         }
     }
 
-    /// The MCP servers, ready now, whose toolset the client's grant holds:
-    /// their resources and prompts go with their tools.
     /// The server and its own name of the prompt a client calls `name`.
     /// Exposed names may be shortened with a hash, so they are found by
     /// listing, as the client saw them.
@@ -124,6 +122,35 @@ impl GatewayHandler {
         ))
     }
 
+    /// The server and its own URI of the resource (or template) a client
+    /// calls `uri`, if it is one of the gateway's names of a server in the
+    /// client's grant; else the error `refuse` makes of why not.
+    fn granted_resource<'u>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        uri: &'u str,
+        refuse: fn(String, Option<Value>) -> ErrorData,
+    ) -> Result<(&'u str, &'u str), ErrorData> {
+        let Some((server, own)) = quiver_mcp::split_resource_uri(uri) else {
+            return Err(refuse(
+                format!(
+                    "`{uri}` is not one of this gateway's resources: they are named {}SERVER/URI (see resources/list and resources/templates/list)",
+                    quiver_mcp::RESOURCE_URI_PREFIX,
+                ),
+                None,
+            ));
+        };
+        if !self.granted_servers(context)?.iter().any(|s| s == server) {
+            return Err(refuse(
+                format!("`{uri}`: no MCP server `{server}` in this client's grant"),
+                None,
+            ));
+        }
+        Ok((server, own))
+    }
+
+    /// The MCP servers, ready now, whose toolset the client's grant holds:
+    /// their resources and prompts go with their tools.
     fn granted_servers(
         &self,
         context: &RequestContext<RoleServer>,
@@ -419,25 +446,7 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let Some((server, uri)) = quiver_mcp::split_resource_uri(&request.uri) else {
-            return Err(ErrorData::resource_not_found(
-                format!(
-                    "`{}` is not a resource of this gateway: its resources are named {}SERVER/URI (see resources/list)",
-                    request.uri,
-                    quiver_mcp::RESOURCE_URI_PREFIX,
-                ),
-                None,
-            ));
-        };
-        if !self.granted_servers(&context)?.iter().any(|s| s == server) {
-            return Err(ErrorData::resource_not_found(
-                format!(
-                    "`{}`: no MCP server `{server}` in this client's grant",
-                    request.uri
-                ),
-                None,
-            ));
-        }
+        let (server, uri) = self.granted_resource(&context, &request.uri, resource_not_found)?;
         let read = self
             .daemon
             .mcp()
@@ -509,26 +518,9 @@ impl ServerHandler for GatewayHandler {
                 server
             }
             Reference::Resource(reference) => {
-                let Some((server, uri)) = quiver_mcp::split_resource_uri(&reference.uri) else {
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "`{}` is not a resource template of this gateway: they are named {}SERVER/URI (see resources/templates/list)",
-                            reference.uri,
-                            quiver_mcp::RESOURCE_URI_PREFIX,
-                        ),
-                        None,
-                    ));
-                };
+                let (server, uri) =
+                    self.granted_resource(&context, &reference.uri, invalid_params)?;
                 let (server, uri) = (server.to_owned(), uri.to_owned());
-                if !self.granted_servers(&context)?.contains(&server) {
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "`{}`: no MCP server `{server}` in this client's grant",
-                            reference.uri
-                        ),
-                        None,
-                    ));
-                }
                 reference.uri = uri;
                 server
             }
@@ -623,6 +615,14 @@ impl ServerHandler for GatewayHandler {
         }
         .into())
     }
+}
+
+fn resource_not_found(message: String, data: Option<Value>) -> ErrorData {
+    ErrorData::resource_not_found(message, data)
+}
+
+fn invalid_params(message: String, data: Option<Value>) -> ErrorData {
+    ErrorData::invalid_params(message, data)
 }
 
 /// Pages are never split: the gateway lists everything at once.
