@@ -70,6 +70,7 @@ mod dispatch_invalid_arguments_are_not_invoked;
 mod dispatch_mcp_tool_runs_through_the_chain;
 mod dispatch_plugin_tool_runs_through_the_chain;
 mod dispatch_subagent_cannot_escape_scope;
+mod embedder_matches_reference_vectors;
 mod enhanced_search_beats_classic_on_query_sets;
 mod exact_tool_name_is_found_first;
 mod examples_operator_config_is_valid;

