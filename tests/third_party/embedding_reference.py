@@ -9,9 +9,9 @@ checked against.
 
 Needs only numpy, safetensors and tokenizers (no torch):
 
-    python -m venv /tmp/refvenv
-    /tmp/refvenv/bin/pip install numpy safetensors tokenizers
-    /tmp/refvenv/bin/python tests/third_party/embedding_reference.py MODEL_DIR \
+    python -m venv .venv-ref
+    .venv-ref/bin/pip install numpy safetensors tokenizers
+    .venv-ref/bin/python tests/third_party/embedding_reference.py MODEL_DIR \
         > tests/fixtures/embeddings/all-minilm-l6-v2.json
 
 MODEL_DIR holds config.json, tokenizer.json, model.safetensors and

@@ -57,6 +57,14 @@ use rust_stemmers::{Algorithm, Stemmer};
 use crate::classic::{Scored, idf, name_substring_matches, top};
 use quiver_tool::tool::Tool;
 
+/// Hybrid search: the dense candidates, the tools most similar to the
+/// query, whose normalised similarity is fused with the lexical score.
+pub const DENSE_CANDIDATES: usize = 20;
+/// Hybrid search: the cosine similarity a dense candidate needs to be a
+/// result without lexical evidence, so an off-topic query still finds
+/// nothing.
+pub const MIN_SIMILARITY: f32 = 0.35;
+
 /// BM25 saturation.
 pub const K1: f64 = 1.5;
 /// Weight of the tool's own name.
@@ -878,6 +886,19 @@ fn synonym_stems() -> &'static HashMap<String, Vec<String>> {
     })
 }
 
+/// What a hybrid search fuses with the lexical scores: per tool of the
+/// index (in index order), the cosine similarity of its vector to the
+/// query's (`NaN` for a tool whose vector is not ready: it is matched
+/// lexically only), and the weight of the similarity (0 to 1, one for
+/// every catalog).
+#[derive(Debug, Clone, Copy)]
+pub struct Fusion<'a> {
+    /// Cosine similarity per tool, `NaN` when unknown.
+    pub similarity: &'a [f32],
+    /// Weight of the normalised similarity; the lexical score has `1 - weight`.
+    pub weight: f64,
+}
+
 /// The enhanced index over a catalog's deferred tools: one
 /// [`EnhancedSegment`] per source, in catalog order, with the statistics
 /// that span them. Combining segments costs a few steps per segment and
@@ -1423,6 +1444,18 @@ impl EnhancedIndex {
 
     /// The best `limit` tools for `query`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        self.search_fused(query, limit, None)
+    }
+
+    /// The best `limit` tools for `query`, the lexical scores fused with
+    /// `fusion`'s similarities when given (see [`Fusion`]); without it,
+    /// exactly [`EnhancedIndex::search`].
+    pub fn search_fused(
+        &self,
+        query: &str,
+        limit: usize,
+        fusion: Option<&Fusion<'_>>,
+    ) -> Vec<Scored> {
         if limit == 0 || self.is_empty() {
             return Vec::new();
         }
@@ -1457,6 +1490,18 @@ impl EnhancedIndex {
                 }
             }
         }
+        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
+        let fused = fusion
+            .filter(|f| f.similarity.len() == self.len() && f.weight > 0.0)
+            .and_then(|f| self.fuse(f, &scores, &touched, &evidence, floor, &allowed));
+        let dense_ok = match fused {
+            Some((fused_scores, fused_touched, ok)) => {
+                scores = fused_scores;
+                touched = fused_touched;
+                Some(ok)
+            }
+            None => None,
+        };
         self.fold_same_operations(&mut scores, &mut touched);
         let exact = self.exact_matches(&text);
         let best = if exact.is_empty() {
@@ -1479,13 +1524,18 @@ impl EnhancedIndex {
 
         // The relevance floor: weak evidence is no match, so an off-topic
         // query finds nothing rather than whatever shares a word with it.
-        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
         let clears = |doc: u32| {
             let d = doc as usize;
             allowed(doc)
                 && (exact.contains(&doc)
-                    || (evidence.get(d).is_some_and(|&words| words >= 1)
-                        && scores.get(d).is_some_and(|&score| score >= floor)))
+                    || match &dense_ok {
+                        // Fused: a lexical match or a close dense one.
+                        Some(ok) => ok.get(d).copied().unwrap_or(false),
+                        None => {
+                            evidence.get(d).is_some_and(|&words| words >= 1)
+                                && scores.get(d).is_some_and(|&score| score >= floor)
+                        }
+                    })
         };
         let mut ranked = top(&scores, touched, limit, clears);
         self.insert_prerequisites(&mut ranked, allowed);
@@ -1502,6 +1552,101 @@ impl EnhancedIndex {
                 })
             })
             .collect()
+    }
+
+    /// Fuses the lexical `scores` with `fusion`'s similarities: the
+    /// scores of the tools that clear the relevance floor, divided by the
+    /// best of them, and the similarities of the [`DENSE_CANDIDATES`] most
+    /// similar tools, scaled from 0 (the last candidate) to 1 (the first),
+    /// weighed `1 - weight` and `weight`. Returns the fused scores, the
+    /// tools they touch, and per tool whether it may be a result (a lexical
+    /// match, or a candidate of [`MIN_SIMILARITY`] or more), folded like
+    /// the scores; `None` when no tool has a vector.
+    fn fuse(
+        &self,
+        fusion: &Fusion<'_>,
+        scores: &[f64],
+        touched: &[u32],
+        evidence: &[u8],
+        floor: f64,
+        allowed: &impl Fn(u32) -> bool,
+    ) -> Option<(Vec<f64>, Vec<u32>, Vec<bool>)> {
+        let n = self.len();
+        let mut candidates: Vec<(u32, f32)> = fusion
+            .similarity
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_finite())
+            .map(|(d, &s)| (d as u32, s))
+            .filter(|&(d, _)| allowed(d))
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if candidates.len() > DENSE_CANDIDATES {
+            candidates.select_nth_unstable_by(DENSE_CANDIDATES - 1, order);
+            candidates.truncate(DENSE_CANDIDATES);
+        }
+        candidates.sort_unstable_by(order);
+        let high = candidates.first().map_or(0.0, |c| c.1);
+        let low = candidates.last().map_or(0.0, |c| c.1);
+        let span = f64::from(high - low);
+
+        let mut ok = vec![false; n];
+        let mut fused = vec![0.0; n];
+        let mut fused_touched = Vec::new();
+        let lexical_ok = |d: u32| {
+            evidence.get(d as usize).is_some_and(|&w| w >= 1)
+                && scores.get(d as usize).is_some_and(|&s| s >= floor)
+        };
+        let best = touched
+            .iter()
+            .filter(|&&d| lexical_ok(d))
+            .filter_map(|&d| scores.get(d as usize).copied())
+            .fold(0.0f64, f64::max);
+        let weight = fusion.weight.clamp(0.0, 1.0);
+        for &d in touched {
+            if !lexical_ok(d) || best <= 0.0 {
+                continue;
+            }
+            if let (Some(f), Some(o), Some(&s)) = (
+                fused.get_mut(d as usize),
+                ok.get_mut(d as usize),
+                scores.get(d as usize),
+            ) {
+                *f = (1.0 - weight) * s / best;
+                *o = true;
+                fused_touched.push(d);
+            }
+        }
+        for &(d, similarity) in &candidates {
+            let scaled = if span > 0.0 {
+                f64::from(similarity - low) / span
+            } else {
+                1.0
+            };
+            if let (Some(f), Some(o)) = (fused.get_mut(d as usize), ok.get_mut(d as usize)) {
+                if *f == 0.0 {
+                    fused_touched.push(d);
+                }
+                // A tiny floor keeps the last candidate a (low) result.
+                *f += weight * scaled.max(1e-6);
+                *o = *o || similarity >= MIN_SIMILARITY;
+            }
+        }
+        // A folded copy's eligibility counts for the tool it folds into.
+        for (at, segment) in self.segments.iter().enumerate() {
+            let start = self.start(at);
+            for (&copy, &first) in &segment.same_operation {
+                if ok.get((start + copy) as usize).copied().unwrap_or(false)
+                    && let Some(kept) = ok.get_mut((start + first) as usize)
+                {
+                    *kept = true;
+                }
+            }
+        }
+        Some((fused, fused_touched, ok))
     }
 
     /// Per tool, how many distinct query words match it through a term

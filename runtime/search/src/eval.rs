@@ -118,6 +118,10 @@ pub struct SetReport {
     pub miss_count: usize,
     /// Queries with gold tools missing from the top k.
     pub misses: Vec<Miss>,
+    /// Recall@k of each query, in the set's order (for comparing two
+    /// rankings query by query).
+    #[serde(skip)]
+    pub recalls: Vec<f64>,
 }
 
 fn is_gold(query: &EvalQuery, server: Option<&str>, tool: &str) -> bool {
@@ -138,6 +142,7 @@ pub fn evaluate(
     let (mut recall, mut hit, mut mrr) = (0.0, 0.0, 0.0);
     let mut misses = Vec::new();
     let mut miss_count = 0;
+    let mut recalls = Vec::with_capacity(set.queries.len());
     for query in &set.queries {
         let results = search(&query.query, depth);
         let top: Vec<(Option<&str>, &str)> = results
@@ -153,9 +158,13 @@ pub fn evaluate(
         let mut gold: Vec<&str> = query.gold.iter().map(String::as_str).collect();
         gold.sort_unstable();
         gold.dedup();
-        if !gold.is_empty() {
-            recall += found.len() as f64 / gold.len() as f64;
-        }
+        let query_recall = if gold.is_empty() {
+            0.0
+        } else {
+            found.len() as f64 / gold.len() as f64
+        };
+        recall += query_recall;
+        recalls.push(query_recall);
         if !found.is_empty() {
             hit += 1.0;
         }
@@ -194,7 +203,36 @@ pub fn evaluate(
         mrr: mrr / n,
         miss_count,
         misses,
+        recalls,
     }
+}
+
+/// The queries of `set` at odd (`Some(true)`) or even (`Some(false)`)
+/// 0-based positions, or all of them: the halves parameters are chosen
+/// on and reported on.
+pub fn half(set: &QuerySet, odd: Option<bool>) -> QuerySet {
+    let Some(odd) = odd else {
+        return set.clone();
+    };
+    QuerySet {
+        catalog: set.catalog.clone(),
+        queries: set
+            .queries
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 1) == odd)
+            .map(|(_, q)| q.clone())
+            .collect(),
+    }
+}
+
+/// Queries where `candidate` finds more gold tools than `baseline` (wins)
+/// and fewer (losses); both reports of the same set.
+pub fn wins_and_losses(candidate: &SetReport, baseline: &SetReport) -> (usize, usize) {
+    let pairs = candidate.recalls.iter().zip(&baseline.recalls);
+    let wins = pairs.clone().filter(|(c, b)| c > b).count();
+    let losses = pairs.filter(|(c, b)| c < b).count();
+    (wins, losses)
 }
 
 /// Query-weighted averages over several set reports.
