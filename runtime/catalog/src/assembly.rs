@@ -23,6 +23,7 @@ use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH}
 use crate::catalog::Catalog;
 use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
+use crate::semantic::SemanticIndex;
 use crate::settings::ToolSearchConfig;
 use quiver_config::Switch;
 use quiver_search::classic::Scored;
@@ -93,6 +94,22 @@ impl Assembler {
         Assembler::with_cache_capacity(config, DEFAULT_CATALOG_CACHE)
     }
 
+    /// An assembler whose searches fuse `semantic`'s similarities with the
+    /// enhanced scores (hybrid search); `None`: lexical only.
+    pub fn with_semantic(
+        config: ToolSearchConfig,
+        semantic: Option<Arc<SemanticIndex>>,
+    ) -> Assembler {
+        let mut assembler = Assembler::new(config);
+        assembler.segments = Arc::new(SegmentCache::with_semantic(assembler.config.mode, semantic));
+        assembler
+    }
+
+    /// The embedding stage, when hybrid search is on.
+    pub fn semantic(&self) -> Option<&Arc<SemanticIndex>> {
+        self.segments.semantic()
+    }
+
     /// An assembler keeping at most `capacity` catalogs (0: rebuild every time).
     pub fn with_cache_capacity(config: ToolSearchConfig, capacity: usize) -> Assembler {
         Assembler {
@@ -108,10 +125,19 @@ impl Assembler {
     /// An assembler for `config` that starts from `previous`'s segments
     /// when they are of the same search mode, so a config reload indexes
     /// the sources that changed only.
-    pub fn succeeding(previous: &Assembler, config: ToolSearchConfig) -> Assembler {
+    pub fn succeeding(
+        previous: &Assembler,
+        config: ToolSearchConfig,
+        semantic: Option<Arc<SemanticIndex>>,
+    ) -> Assembler {
         let mode = config.mode;
-        let mut assembler = Assembler::new(config);
-        if previous.segments.mode() == mode {
+        let same_semantic = match (&semantic, previous.semantic()) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let mut assembler = Assembler::with_semantic(config, semantic);
+        if previous.segments.mode() == mode && same_semantic {
             assembler.segments = previous.segments.clone();
         }
         assembler

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 use crate::indexing::{Segment, SegmentCache};
+use crate::semantic::{DenseSlot, Shared};
 use crate::settings::{SearchMode, ToolSearchConfig};
 use quiver_search::classic::{Scored, SearchIndex};
-use quiver_search::enhanced::EnhancedIndex;
+use quiver_search::enhanced::{EnhancedIndex, Fusion, split_server_filters};
 use quiver_tool::registry::RegistrySnapshot;
 use quiver_tool::scope::Scope;
 use quiver_tool::tool::{Tool, ToolSource};
@@ -129,7 +130,35 @@ pub enum Retriever {
     /// BM25 (mode `classic`).
     Classic(SearchIndex),
     /// BM25F with analysis (mode `enhanced`); boxed, it is much larger.
-    Enhanced(Box<EnhancedIndex>),
+    /// With the embedding stage on, the vectors of its segments, in order:
+    /// hybrid search.
+    Enhanced(Box<EnhancedIndex>, Option<Dense>),
+}
+
+/// The vectors of an enhanced index's segments, in index order.
+#[derive(Debug)]
+pub struct Dense {
+    slots: Vec<Arc<DenseSlot>>,
+    semantic: Arc<Shared>,
+}
+
+impl Dense {
+    /// Per tool of the index, the cosine similarity of its vector to the
+    /// query's (`NaN` while it is being embedded).
+    fn similarities(&self, query: &[f32], len: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(len);
+        for slot in &self.slots {
+            slot.similarities(query, &mut out);
+        }
+        out
+    }
+
+    /// Tools whose vector is ready, and tools in all.
+    pub fn progress(&self) -> (usize, usize) {
+        self.slots
+            .iter()
+            .fold((0, 0), |(r, t), s| (r + s.ready(), t + s.len()))
+    }
 }
 
 impl Retriever {
@@ -139,7 +168,10 @@ impl Retriever {
     pub fn build(mode: SearchMode, groups: &[CatalogGroup]) -> Retriever {
         Retriever::from_segments(
             mode,
-            groups.iter().map(|g| Segment::build(mode, g)).collect(),
+            groups
+                .iter()
+                .map(|g| Segment::build(mode, g, None))
+                .collect(),
         )
     }
 
@@ -153,19 +185,35 @@ impl Retriever {
                     .into_iter()
                     .filter_map(|s| match s {
                         Segment::Classic(segment) => Some(segment),
-                        Segment::Enhanced(_) => None,
+                        Segment::Enhanced(..) => None,
                     })
                     .collect(),
             )),
-            SearchMode::Enhanced => Retriever::Enhanced(Box::new(EnhancedIndex::from_segments(
-                segments
-                    .into_iter()
-                    .filter_map(|s| match s {
-                        Segment::Enhanced(segment) => Some(segment),
-                        Segment::Classic(_) => None,
-                    })
-                    .collect(),
-            ))),
+            SearchMode::Enhanced => {
+                let mut lexical = Vec::with_capacity(segments.len());
+                let mut slots = Vec::with_capacity(segments.len());
+                for segment in segments {
+                    if let Segment::Enhanced(segment, slot) = segment {
+                        lexical.push(segment);
+                        slots.push(slot);
+                    }
+                }
+                // Every segment's vectors, or none: one cache builds them all.
+                let slots: Option<Vec<Arc<DenseSlot>>> = slots.into_iter().collect();
+                let dense = slots.and_then(|slots| {
+                    let semantic = slots.first()?.semantic().clone();
+                    Some(Dense { slots, semantic })
+                });
+                Retriever::Enhanced(Box::new(EnhancedIndex::from_segments(lexical)), dense)
+            }
+        }
+    }
+
+    /// The vectors behind hybrid search, when the embedding stage is on.
+    pub fn dense(&self) -> Option<&Dense> {
+        match self {
+            Retriever::Enhanced(_, dense) => dense.as_ref(),
+            Retriever::Classic(_) => None,
         }
     }
 
@@ -173,7 +221,27 @@ impl Retriever {
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
         match self {
             Retriever::Classic(index) => index.search(query, limit),
-            Retriever::Enhanced(index) => index.search(query, limit),
+            Retriever::Enhanced(index, None) => index.search(query, limit),
+            Retriever::Enhanced(index, Some(dense)) => {
+                let (_, text) = split_server_filters(query);
+                if text.trim().is_empty() {
+                    return index.search(query, limit);
+                }
+                match dense.semantic.embed_query(text.trim()) {
+                    Ok(vector) => {
+                        let similarity = dense.similarities(&vector, index.len());
+                        let fusion = Fusion {
+                            similarity: &similarity,
+                            weight: dense.semantic.weight(),
+                        };
+                        index.search_fused(query, limit, Some(&fusion))
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot embed the query; lexical search only");
+                        index.search(query, limit)
+                    }
+                }
+            }
         }
     }
 
@@ -181,7 +249,7 @@ impl Retriever {
     pub fn len(&self) -> usize {
         match self {
             Retriever::Classic(index) => index.len(),
-            Retriever::Enhanced(index) => index.len(),
+            Retriever::Enhanced(index, _) => index.len(),
         }
     }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::catalog::{CatalogGroup, Retriever};
+use crate::semantic::{DenseSlot, SemanticIndex};
 use crate::settings::SearchMode;
 use quiver_search::classic::ClassicSegment;
 use quiver_search::enhanced::EnhancedSegment;
@@ -25,19 +26,25 @@ use quiver_tool::tool::{Tool, ToolSource};
 pub enum Segment {
     /// BM25 (mode `classic`).
     Classic(Arc<ClassicSegment>),
-    /// BM25F with analysis (mode `enhanced`).
-    Enhanced(Arc<EnhancedSegment>),
+    /// BM25F with analysis (mode `enhanced`), and the group's vectors when
+    /// the embedding stage is on.
+    Enhanced(Arc<EnhancedSegment>, Option<Arc<DenseSlot>>),
 }
 
 impl Segment {
-    /// Indexes one catalog group.
-    pub fn build(mode: SearchMode, group: &CatalogGroup) -> Segment {
+    /// Indexes one catalog group (and queues its tools' vectors with
+    /// `semantic`, when given, in the enhanced mode).
+    pub fn build(
+        mode: SearchMode,
+        group: &CatalogGroup,
+        semantic: Option<&SemanticIndex>,
+    ) -> Segment {
         match mode {
             SearchMode::Classic => Segment::Classic(Arc::new(ClassicSegment::build(group.tools()))),
-            SearchMode::Enhanced => Segment::Enhanced(Arc::new(EnhancedSegment::build(
-                group.description(),
-                group.tools(),
-            ))),
+            SearchMode::Enhanced => Segment::Enhanced(
+                Arc::new(EnhancedSegment::build(group.description(), group.tools())),
+                semantic.map(|s| s.slot(group.source(), group.tools())),
+            ),
         }
     }
 
@@ -45,7 +52,7 @@ impl Segment {
     pub fn len(&self) -> usize {
         match self {
             Segment::Classic(segment) => segment.len(),
-            Segment::Enhanced(segment) => segment.len(),
+            Segment::Enhanced(segment, _) => segment.len(),
         }
     }
 
@@ -76,9 +83,10 @@ impl Cached {
     }
 }
 
-/// Segments by source, for one search mode.
+/// Segments by source, for one search mode (and embedding stage).
 pub struct SegmentCache {
     mode: SearchMode,
+    semantic: Option<Arc<SemanticIndex>>,
     entries: Mutex<HashMap<ToolSource, Vec<Cached>>>,
     /// Counts background passes; entries unused for two are dropped.
     pass: AtomicU64,
@@ -96,8 +104,15 @@ impl std::fmt::Debug for SegmentCache {
 impl SegmentCache {
     /// An empty cache of `mode` segments.
     pub fn new(mode: SearchMode) -> SegmentCache {
+        SegmentCache::with_semantic(mode, None)
+    }
+
+    /// An empty cache of `mode` segments whose enhanced segments carry
+    /// `semantic`'s vectors.
+    pub fn with_semantic(mode: SearchMode, semantic: Option<Arc<SemanticIndex>>) -> SegmentCache {
         SegmentCache {
             mode,
+            semantic,
             entries: Mutex::new(HashMap::new()),
             pass: AtomicU64::new(0),
         }
@@ -106,6 +121,11 @@ impl SegmentCache {
     /// The search mode.
     pub fn mode(&self) -> SearchMode {
         self.mode
+    }
+
+    /// The embedding stage its segments carry vectors of.
+    pub fn semantic(&self) -> Option<&Arc<SemanticIndex>> {
+        self.semantic.as_ref()
     }
 
     fn lookup(&self, group: &CatalogGroup) -> Option<Segment> {
@@ -148,7 +168,7 @@ impl SegmentCache {
             .iter()
             .map(|group| {
                 self.lookup(group).unwrap_or_else(|| {
-                    let segment = Segment::build(self.mode, group);
+                    let segment = Segment::build(self.mode, group, self.semantic.as_deref());
                     self.insert(group, segment.clone());
                     segment
                 })

@@ -5,7 +5,8 @@
 //! defines them, [`bridge`] carries their calls out),
 //! the [`settings`] of `tools.tool_search`, [`catalog_file`], the
 //! shared catalog format the CLI and benchmarks read, and [`indexing`], the
-//! per-source search segments built in the background.
+//! per-source search segments built in the background, with [`semantic`],
+//! the optional embedding stage fused with them.
 //!
 //! ```
 //! use quiver_catalog::{assembly::Assembler, settings::ToolSearchConfig};
@@ -31,4 +32,5 @@ pub mod catalog;
 pub mod catalog_file;
 pub mod indexing;
 pub mod listing;
+pub mod semantic;
 pub mod settings;

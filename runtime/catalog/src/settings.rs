@@ -3,6 +3,7 @@
 //! [`ToolSearchConfig`] that the catalog, listing and bridge read.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use quiver_config::setting::{DefaultValue, Kind, Setting, by_key};
@@ -45,7 +46,39 @@ pub struct ToolSearchConfig {
     eager_set: GlobSet,
     /// The retrieval algorithm.
     pub mode: SearchMode,
+    /// The embedding stage fused with the enhanced search, when configured.
+    pub embeddings: Option<EmbeddingsConfig>,
 }
+
+/// The validated `tools.tool_search.embeddings` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingsConfig {
+    /// The sentence-transformers model's directory (absolute once loaded).
+    pub model: PathBuf,
+    /// Weight of the normalised similarity in the fused score.
+    pub weight: f64,
+    /// Tokens per text at most; `None`: the model's own limit.
+    pub max_tokens: Option<usize>,
+    /// Inference threads; `None`: half the cores, at least one.
+    pub threads: Option<usize>,
+}
+
+impl EmbeddingsConfig {
+    /// `model` with the default weight and limits.
+    pub fn new(model: PathBuf) -> EmbeddingsConfig {
+        EmbeddingsConfig {
+            model,
+            weight: DEFAULT_EMBEDDING_WEIGHT,
+            max_tokens: None,
+            threads: None,
+        }
+    }
+}
+
+/// The fused score's weight of the similarity unless `weight` says
+/// otherwise: chosen on the odd-indexed queries of every set (see
+/// docs/RETRIEVAL.md).
+pub const DEFAULT_EMBEDDING_WEIGHT: f64 = 0.15;
 
 impl ToolSearchConfig {
     /// Whether `name` matches an `eager` glob.
@@ -58,6 +91,14 @@ impl ToolSearchConfig {
         match limit {
             None => self.search_default_limit,
             Some(n) => n.clamp(1, self.max_search_limit as i64) as usize,
+        }
+    }
+
+    /// Makes the model directory absolute against `base` (the config
+    /// file's directory).
+    pub fn resolve_relative_to(&mut self, base: &std::path::Path) {
+        if let Some(embeddings) = &mut self.embeddings {
+            embeddings.model = quiver_config::paths::absolute(base, &embeddings.model);
         }
     }
 
@@ -79,6 +120,7 @@ impl Default for ToolSearchConfig {
             eager: Vec::new(),
             eager_set: GlobSet::empty(),
             mode: SearchMode::Enhanced,
+            embeddings: None,
         }
     }
 }
@@ -143,8 +185,50 @@ pub const SETTINGS: &[Setting] = &[
         default: DefaultValue::Str("enhanced"),
         doc: "retrieval algorithm. `classic`: BM25 (k1 1.5, b 0.75) over name, description and parameter names, with a name-substring fallback. `enhanced`: BM25F over the tool name (weight 3), server name, description and parameter names and descriptions, with camelCase splitting, English stemming, stop words, Chinese/Japanese/Korean character pairs, a small table of tool-vocabulary synonyms (`find`/`search`, `md`/`markdown`, …), compound splitting and typo tolerance for unknown terms, a name-bigram bonus, terms matching the longer or shorter words they begin (five letters or more), a file path in the query asking for tools that take a path, the server's description as context (a catalog's, or a live MCP server's title, description and `instructions`), one result per operation (entries of one server making the same call, a catalog's `api_call`), an exact-name pre-pass (a query holding a tool's exact name ranks it first), prerequisite lookups (a top tool that requires `token` or `libraryId` is followed by its server's `GetUserToken` or `resolve-library-id`) and `server:NAME` filters. Scores per query set: [docs/RETRIEVAL.md](docs/RETRIEVAL.md)",
     },
+    Setting {
+        key: "tools.tool_search.embeddings",
+        kind: Kind::Table { or_bool: false },
+        default: DefaultValue::None,
+        doc: "semantic retrieval: a local sentence-transformers BERT model whose cosine similarities are fused with the enhanced mode's scores (needs `mode: enhanced`). Off when absent: the lexical search is unchanged. Tools are embedded in the background (a search uses a tool's vector once it is ready) and cached in the state directory. See [docs/RETRIEVAL.md](docs/RETRIEVAL.md)",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.model",
+        kind: Kind::Text(
+            "a directory holding a sentence-transformers BERT model: config.json, tokenizer.json, model.safetensors and its 1_Pooling config (relative to the config file)",
+        ),
+        default: DefaultValue::Required,
+        doc: "the model, e.g. all-MiniLM-L6-v2 (how to get it: docs/RETRIEVAL.md)",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.weight",
+        kind: Kind::Text("a number from 0 to 1"),
+        default: DefaultValue::Described("0.15"),
+        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest); one weight for every catalog",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.max_tokens",
+        kind: Kind::Integer {
+            min: 8,
+            max: 512,
+            below: quiver_config::Below::Error,
+        },
+        default: DefaultValue::Described("the model's own limit (256 for all-MiniLM-L6-v2)"),
+        doc: "tokens embedded per text at most; longer tool texts are cut",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.threads",
+        kind: Kind::Integer {
+            min: 1,
+            max: 256,
+            below: quiver_config::Below::Error,
+        },
+        default: DefaultValue::Described("half the cores, at least 1"),
+        doc: "inference threads, so that embedding in the background leaves cores to the daemon",
+    },
 ];
 
+const EMBEDDINGS_MAX_TOKENS: &Setting = by_key(SETTINGS, "tools.tool_search.embeddings.max_tokens");
+const EMBEDDINGS_THREADS: &Setting = by_key(SETTINGS, "tools.tool_search.embeddings.threads");
 const THRESHOLD_PCT: &Setting = by_key(SETTINGS, "tools.tool_search.threshold_pct");
 const SEARCH_DEFAULT_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.search_default_limit");
 const MAX_SEARCH_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.max_search_limit");
@@ -184,6 +268,76 @@ pub struct RawToolSearch {
     listing_max_tokens: Option<Spanned<i64>>,
     eager: Option<Vec<Spanned<String>>>,
     mode: Option<SearchMode>,
+    embeddings: Option<Spanned<RawEmbeddings>>,
+}
+
+/// The `tools.tool_search.embeddings` map as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEmbeddings {
+    model: Spanned<String>,
+    weight: Option<Spanned<f64>>,
+    max_tokens: Option<Spanned<i64>>,
+    threads: Option<Spanned<i64>>,
+}
+
+fn validate_embeddings(
+    raw: Spanned<RawEmbeddings>,
+    mode: SearchMode,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<EmbeddingsConfig, ConfigError> {
+    let key = "tools.tool_search.embeddings";
+    if mode != SearchMode::Enhanced {
+        return Err(quiver_config::invalid_at(
+            file,
+            &raw,
+            key.into(),
+            "the embedding stage is fused with the enhanced search; it needs `mode: enhanced`"
+                .into(),
+            allowed(key),
+        ));
+    }
+    let raw = raw.value;
+    if raw.model.value.trim().is_empty() {
+        return Err(quiver_config::invalid_at(
+            file,
+            &raw.model,
+            format!("{key}.model"),
+            "empty model directory".into(),
+            allowed("tools.tool_search.embeddings.model"),
+        ));
+    }
+    let weight = match &raw.weight {
+        None => DEFAULT_EMBEDDING_WEIGHT,
+        Some(w) if (0.0..=1.0).contains(&w.value) => w.value,
+        Some(w) => {
+            return Err(quiver_config::invalid_at(
+                file,
+                w,
+                format!("{key}.weight"),
+                format!("{} is not from 0 to 1", w.value),
+                allowed("tools.tool_search.embeddings.weight"),
+            ));
+        }
+    };
+    let optional = |value: &Option<Spanned<i64>>,
+                    setting: &Setting,
+                    warnings: &mut Vec<ConfigWarning>|
+     -> Result<Option<usize>, ConfigError> {
+        match value {
+            None => Ok(None),
+            Some(_) => {
+                int_setting(value, setting, setting.key, file, warnings).map(|n| Some(n as usize))
+            }
+        }
+    };
+    Ok(EmbeddingsConfig {
+        model: PathBuf::from(raw.model.value),
+        weight,
+        max_tokens: optional(&raw.max_tokens, EMBEDDINGS_MAX_TOKENS, warnings)?,
+        threads: optional(&raw.threads, EMBEDDINGS_THREADS, warnings)?,
+    })
 }
 
 impl<'de> Deserialize<'de> for RawToolSearchSetting {
@@ -276,6 +430,11 @@ pub fn validate_tool_search(
         message: e.to_string(),
         allowed: allowed("tools.tool_search.eager"),
     })?;
+    let mode = raw_search.mode.unwrap_or(defaults.mode);
+    let embeddings = match raw_search.embeddings {
+        Some(raw) => Some(validate_embeddings(raw, mode, file, warnings)?),
+        None => None,
+    };
     Ok(ToolSearchConfig {
         enabled: raw_search.enabled.unwrap_or(defaults.enabled),
         threshold_pct: threshold_pct as u32,
@@ -285,7 +444,8 @@ pub fn validate_tool_search(
         listing_max_tokens: listing_max_tokens as u64,
         eager,
         eager_set,
-        mode: raw_search.mode.unwrap_or(defaults.mode),
+        mode,
+        embeddings,
     })
 }
 

@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use quiver_agent::{Agent, Turn, TurnError, TurnOutcome};
 use quiver_catalog::assembly::{Assembler, Assembly};
+use quiver_catalog::semantic::{SemanticError, SemanticIndex};
 use quiver_core_tools::{CoreToolSet, CoreToolsError};
 use quiver_dispatch::approval::queue::ApprovalQueue;
 use quiver_dispatch::{
@@ -87,6 +88,10 @@ pub enum DaemonError {
     /// A configured model could not be set up, or failed.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The embedding model of `tools.tool_search.embeddings` could not be
+    /// loaded.
+    #[error(transparent)]
+    Semantic(#[from] SemanticError),
     /// A glob of the config could not be compiled.
     #[error("invalid glob in the config: {0}")]
     Glob(#[from] globset::Error),
@@ -188,6 +193,7 @@ impl DaemonError {
             DaemonError::CoreTools(_) => "core_tools",
             DaemonError::Plugins(_) => "plugins",
             DaemonError::Model(e) => e.code(),
+            DaemonError::Semantic(_) => "embedding_model",
             DaemonError::Glob(_) => "invalid_glob",
             DaemonError::Scope(_) => "invalid_grant",
             DaemonError::Subagent(_) => "beyond_parent_grant",
@@ -594,9 +600,24 @@ fn prepare(
         .with_coercion(config.guardrails.coerce_arguments)
         .with_max_bridge_result_chars(config.guardrails.max_result_chars);
     // A reload keeps the search segments of unchanged sources.
+    // The embedding model is loaded once and kept across reloads that do
+    // not change its settings (its worker and vectors with it).
+    let semantic = match &config.tool_search.embeddings {
+        None => None,
+        Some(wanted) => match old_assembler
+            .and_then(|a| a.semantic())
+            .filter(|s| s.config() == wanted)
+        {
+            Some(same) => Some(same.clone()),
+            None => Some(Arc::new(SemanticIndex::open(
+                wanted,
+                Some(parts.state_dir),
+            )?)),
+        },
+    };
     let assembler = Arc::new(match old_assembler {
-        Some(old) => Assembler::succeeding(old, config.tool_search.clone()),
-        None => Assembler::new(config.tool_search.clone()),
+        Some(old) => Assembler::succeeding(old, config.tool_search.clone(), semantic),
+        None => Assembler::with_semantic(config.tool_search.clone(), semantic),
     });
     let models = quiver_model::build_all(&config.models)?;
     let agent = Agent::new(

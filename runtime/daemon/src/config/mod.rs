@@ -215,6 +215,7 @@ impl Config {
         self.plugins.resolve_relative_to(base);
         self.core_tools.resolve_relative_to(base);
         self.serve.resolve_relative_to(base);
+        self.tool_search.resolve_relative_to(base);
         for server in self.mcp_servers.values_mut() {
             server.resolve_relative_to(base);
         }
