@@ -11,7 +11,8 @@ use serde_json::json;
 use quiver_catalog::assembly::Assembler;
 use quiver_catalog::bridge::round_score;
 use quiver_catalog::catalog_file;
-use quiver_catalog::settings::SearchMode;
+use quiver_catalog::semantic::SemanticIndex;
+use quiver_catalog::settings::{EmbeddingsConfig, SearchMode};
 use quiver_config::ConfigError;
 use quiver_daemon::config::{self, LoadedConfig};
 use quiver_search::eval;
@@ -130,9 +131,22 @@ enum CatalogCommand {
         /// Ranks counted for recall and hit.
         #[arg(long, default_value_t = 5)]
         k: usize,
-        /// Search mode, overriding the config's `mode`.
-        #[arg(long, value_parser = ["classic", "enhanced"])]
+        /// Search mode, overriding the config's `mode`; `hybrid` is
+        /// `enhanced` fused with an embedding model (`--embeddings`, or the
+        /// config's `tools.tool_search.embeddings`), and reports its wins
+        /// and losses against `enhanced` alone.
+        #[arg(long, value_parser = ["classic", "enhanced", "hybrid"])]
         mode: Option<String>,
+        /// The sentence-transformers model directory for `--mode hybrid`.
+        #[arg(long)]
+        embeddings: Option<PathBuf>,
+        /// The similarity's weight for `--mode hybrid`, overriding the config.
+        #[arg(long)]
+        weight: Option<f64>,
+        /// Score only the queries at odd or even 0-based positions (the
+        /// tuning and held-out halves).
+        #[arg(long, value_parser = ["odd", "even"])]
+        half: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -306,16 +320,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
             k,
             mode,
+            embeddings,
+            weight,
+            half,
             json,
         }) => {
-            catalog_eval(
-                catalog.as_deref(),
-                &queries,
-                config.as_deref(),
+            catalog_eval(&EvalOptions {
+                catalog: catalog.as_deref(),
+                query_files: &queries,
+                config: config.as_deref(),
                 k,
-                mode.as_deref(),
+                mode: mode.as_deref(),
+                embeddings: embeddings.as_deref(),
+                weight,
+                half: half.as_deref().map(|h| h == "odd"),
                 json,
-            )?;
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Catalog(CatalogCommand::Search {
@@ -366,55 +386,149 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn catalog_eval(
-    catalog: Option<&Path>,
-    query_files: &[PathBuf],
-    config: Option<&Path>,
+struct EvalOptions<'a> {
+    catalog: Option<&'a Path>,
+    query_files: &'a [PathBuf],
+    config: Option<&'a Path>,
     k: usize,
-    mode: Option<&str>,
+    mode: Option<&'a str>,
+    embeddings: Option<&'a Path>,
+    weight: Option<f64>,
+    half: Option<bool>,
     json: bool,
-) -> Result<()> {
-    let mut search = load_config(config)?.config.tool_search;
-    match mode {
+}
+
+fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
+    let loaded = load_config(options.config)?;
+    let state_dir = loaded.config.serve.state_dir();
+    let mut search = loaded.config.tool_search;
+    let hybrid = options.mode == Some("hybrid");
+    match options.mode {
         Some("classic") => search.mode = SearchMode::Classic,
-        Some("enhanced") => search.mode = SearchMode::Enhanced,
+        Some("enhanced" | "hybrid") => search.mode = SearchMode::Enhanced,
         _ => {}
     }
-    let assembler = Assembler::new(search);
+    let mut embeddings = search.embeddings.take();
+    if let Some(dir) = options.embeddings {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let mut given = EmbeddingsConfig::new(quiver_config::paths::absolute(&cwd, dir));
+        if let Some(old) = &embeddings {
+            given.weight = old.weight;
+            given.max_tokens = old.max_tokens;
+            given.threads = old.threads;
+        }
+        embeddings = Some(given);
+    }
+    if let (Some(weight), Some(embeddings)) = (options.weight, embeddings.as_mut()) {
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&weight),
+            "--weight {weight} is not from 0 to 1"
+        );
+        embeddings.weight = weight;
+    }
+    let semantic = match (hybrid, embeddings) {
+        (false, _) => None,
+        (true, None) => anyhow::bail!(
+            "--mode hybrid needs a model: --embeddings DIR or tools.tool_search.embeddings in the config"
+        ),
+        (true, Some(embeddings)) => {
+            // Evaluation may embed thousands of tools: every core.
+            let mut embeddings = embeddings;
+            embeddings
+                .threads
+                .get_or_insert_with(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            Some(std::sync::Arc::new(SemanticIndex::open(
+                &embeddings,
+                Some(&state_dir),
+            )?))
+        }
+    };
+    let lexical = Assembler::new(search.clone());
+    let fused = semantic
+        .clone()
+        .map(|semantic| Assembler::with_semantic(search, Some(semantic)));
     let mut reports = Vec::new();
-    for file in query_files {
-        let set = eval::read_query_set(file)?;
-        let catalog_file = catalog
+    let mut baselines = Vec::new();
+    for file in options.query_files {
+        let set = eval::half(&eval::read_query_set(file)?, options.half);
+        let catalog_file = options
+            .catalog
             .map(Path::to_path_buf)
             .unwrap_or_else(|| eval::catalog_path(file, &set));
         let document = catalog_file::read(&catalog_file)?;
         let registry = ToolRegistry::new();
         catalog_file::register(&registry, std::slice::from_ref(&document));
-        let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 1_000_000);
+        let snapshot = registry.snapshot();
         let name = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let assembly = lexical.assemble(&snapshot, &Scope::all(), 1_000_000);
+        let baseline = eval::evaluate(
+            &name,
+            |query, limit| assembly.search_unclamped(query, limit),
+            &set,
+            options.k,
+        );
+        let (Some(fused), Some(semantic)) = (&fused, &semantic) else {
+            reports.push(baseline);
+            continue;
+        };
+        let assembly = fused.assemble(&snapshot, &Scope::all(), 1_000_000);
+        let started = std::time::Instant::now();
+        let cached = semantic.embedded();
+        let _ = assembly.catalog().index();
+        semantic.wait_idle();
+        let queries: Vec<&str> = set.queries.iter().map(|q| q.query.as_str()).collect();
+        semantic.shared().prime_queries(&queries)?;
+        eprintln!(
+            "{name}: {} tools embedded ({} new), {} queries, in {:.1} s",
+            assembly.catalog().deferred_count(),
+            semantic.embedded() - cached,
+            queries.len(),
+            started.elapsed().as_secs_f64()
+        );
         reports.push(eval::evaluate(
             &name,
             |query, limit| assembly.search_unclamped(query, limit),
             &set,
-            k,
+            options.k,
         ));
+        baselines.push(baseline);
     }
     let (queries, recall, hit, mrr) = eval::overall(&reports);
+    let k = options.k;
+    let versus: Vec<(usize, usize, f64)> = reports
+        .iter()
+        .zip(&baselines)
+        .map(|(r, b)| {
+            let (wins, losses) = eval::wins_and_losses(r, b);
+            (wins, losses, b.recall)
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
-    if json {
+    if options.json {
+        let mode = if hybrid {
+            json!("hybrid")
+        } else {
+            json!(lexical.config().mode)
+        };
+        let versus_json: Vec<_> = versus
+            .iter()
+            .map(|(wins, losses, recall)| json!({"wins": wins, "losses": losses, "lexical_recall": recall}))
+            .collect();
         let value = json!({
             "k": k,
-            "mode": assembler.config().mode,
+            "mode": mode,
+            "weight": semantic.as_ref().map(|s| s.config().weight),
             "sets": reports,
+            "against_lexical": versus_json,
             "overall": {"queries": queries, "recall": recall, "hit": hit, "mrr": mrr},
         });
         serde_json::to_writer(&mut out, &value)?;
         writeln!(out)?;
     } else {
-        writeln!(
+        write!(
             out,
             "{:<20} {:>7} {:>9} {:>7} {:>7}",
             "set",
@@ -423,12 +537,20 @@ fn catalog_eval(
             format!("hit@{k}"),
             "MRR@10"
         )?;
-        for r in &reports {
-            writeln!(
+        if hybrid {
+            write!(out, " {:>9} {:>5} {:>6}", "lexical", "wins", "losses")?;
+        }
+        writeln!(out)?;
+        for (at, r) in reports.iter().enumerate() {
+            write!(
                 out,
                 "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
                 r.name, r.queries, r.recall, r.hit, r.mrr
             )?;
+            if let Some((wins, losses, lexical_recall)) = versus.get(at) {
+                write!(out, " {lexical_recall:>9.3} {wins:>5} {losses:>6}")?;
+            }
+            writeln!(out)?;
         }
         writeln!(
             out,
