@@ -899,6 +899,21 @@ pub struct Fusion<'a> {
     pub weight: f64,
 }
 
+/// What the lexical pass found, as fusion weighs it.
+#[derive(Clone, Copy)]
+struct Lexical<'a> {
+    /// BM25F scores per tool.
+    scores: &'a [f64],
+    /// The tools with a score.
+    touched: &'a [u32],
+    /// Per tool, the query words it matches (see `evidence`).
+    evidence: &'a [u8],
+    /// The relevance floor a lexical match must reach.
+    floor: f64,
+    /// The query's distinct words.
+    query_words: usize,
+}
+
 /// The enhanced index over a catalog's deferred tools: one
 /// [`EnhancedSegment`] per source, in catalog order, with the statistics
 /// that span them. Combining segments costs a few steps per segment and
@@ -1491,9 +1506,16 @@ impl EnhancedIndex {
             }
         }
         let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
+        let lexical = Lexical {
+            scores: &scores,
+            touched: &touched,
+            evidence: &evidence,
+            floor,
+            query_words: unique.len(),
+        };
         let fused = fusion
             .filter(|f| f.similarity.len() == self.len() && f.weight > 0.0)
-            .and_then(|f| self.fuse(f, &scores, &touched, &evidence, floor, &allowed));
+            .and_then(|f| self.fuse(f, &lexical, &allowed));
         let dense_ok = match fused {
             Some((fused_scores, fused_touched, ok)) => {
                 scores = fused_scores;
@@ -1558,19 +1580,25 @@ impl EnhancedIndex {
     /// scores of the tools that clear the relevance floor, divided by the
     /// best of them, and the similarities of the [`DENSE_CANDIDATES`] most
     /// similar tools, scaled from 0 (the last candidate) to 1 (the first),
-    /// weighed `1 - weight` and `weight`. Returns the fused scores, the
+    /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
+    /// share of the query's words that no lexical match explains (the most
+    /// words any lexical match holds, of all the query's words). Returns the fused scores, the
     /// tools they touch, and per tool whether it may be a result (a lexical
     /// match, or a candidate of [`MIN_SIMILARITY`] or more), folded like
     /// the scores; `None` when no tool has a vector.
     fn fuse(
         &self,
         fusion: &Fusion<'_>,
-        scores: &[f64],
-        touched: &[u32],
-        evidence: &[u8],
-        floor: f64,
+        lexical: &Lexical<'_>,
         allowed: &impl Fn(u32) -> bool,
     ) -> Option<(Vec<f64>, Vec<u32>, Vec<bool>)> {
+        let Lexical {
+            scores,
+            touched,
+            evidence,
+            floor,
+            query_words,
+        } = *lexical;
         let n = self.len();
         let mut candidates: Vec<(u32, f32)> = fusion
             .similarity
@@ -1605,7 +1633,16 @@ impl EnhancedIndex {
             .filter(|&&d| lexical_ok(d))
             .filter_map(|&d| scores.get(d as usize).copied())
             .fold(0.0f64, f64::max);
-        let weight = fusion.weight.clamp(0.0, 1.0);
+        // The lexical search is trusted as far as it explains the query:
+        // when one lexical match holds every query word, the similarities
+        // only break ties; when the best holds none, they weigh in full.
+        let coverage = touched
+            .iter()
+            .filter(|&&d| lexical_ok(d))
+            .filter_map(|&d| evidence.get(d as usize).copied())
+            .max()
+            .map_or(0.0, |w| (f64::from(w) / query_words.max(1) as f64).min(1.0));
+        let weight = fusion.weight.clamp(0.0, 1.0) * (1.0 - coverage);
         for &d in touched {
             if !lexical_ok(d) || best <= 0.0 {
                 continue;
@@ -1914,6 +1951,63 @@ mod tests {
             .iter(),
         );
         assert_eq!(names(&index.search("热榜", 5)), ["get_rank"]);
+    }
+
+    fn messaging_index() -> (EnhancedIndex, [Arc<Tool>; 3]) {
+        let tools = [
+            tool("t", "word_count", "Count the words of a text"),
+            tool("t", "echo", "Echo the given text back"),
+            tool("t", "CreateMessage", "Send a message from the account"),
+        ];
+        (EnhancedIndex::build(tools.iter()), tools)
+    }
+
+    #[test]
+    fn fusion_leaves_a_fully_explained_query_to_the_lexical_order() {
+        let (index, _) = messaging_index();
+        // The dense side prefers CreateMessage, but a lexical match holds
+        // every query word: the similarities only break ties.
+        let similarity = [0.30, 0.32, 0.90];
+        let fusion = Fusion {
+            similarity: &similarity,
+            weight: 0.9,
+        };
+        let hits = index.search_fused("count words", 3, Some(&fusion));
+        assert_eq!(names(&hits)[0], "word_count");
+    }
+
+    #[test]
+    fn fusion_finds_a_close_tool_no_word_matches_and_nothing_far() {
+        let (index, _) = messaging_index();
+        assert!(index.search("sms my friend", 3).is_empty());
+        let close = [0.10, 0.12, MIN_SIMILARITY + 0.05];
+        let fusion = Fusion {
+            similarity: &close,
+            weight: 0.3,
+        };
+        let hits = index.search_fused("sms my friend", 3, Some(&fusion));
+        assert_eq!(names(&hits), ["CreateMessage"]);
+        let far = [0.10, 0.12, MIN_SIMILARITY - 0.05];
+        let fusion = Fusion {
+            similarity: &far,
+            weight: 0.3,
+        };
+        assert!(index.search_fused("sms my friend", 3, Some(&fusion)).is_empty());
+    }
+
+    #[test]
+    fn fusion_lifts_a_similar_tool_over_a_match_of_one_word_in_three() {
+        let (index, _) = messaging_index();
+        // Lexically only "text" matches, and not CreateMessage.
+        let lexical = index.search("text someone's phone", 3);
+        assert!(!names(&lexical).contains(&"CreateMessage"), "{:?}", names(&lexical));
+        let similarity = [0.20, 0.18, 0.60];
+        let fusion = Fusion {
+            similarity: &similarity,
+            weight: 1.0,
+        };
+        let hits = index.search_fused("text someone's phone", 3, Some(&fusion));
+        assert_eq!(names(&hits)[0], "CreateMessage", "{:?}", names(&hits));
     }
 
     #[test]
