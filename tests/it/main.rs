@@ -43,6 +43,7 @@ mod daemon_content_type_errors_have_their_own_code;
 mod daemon_every_error_answer_is_json;
 mod daemon_gateway_session_ids_are_reserved;
 mod daemon_health_and_metrics;
+mod daemon_hybrid_search_embeds_what_changed;
 mod daemon_idle_sessions_leave_memory;
 mod daemon_mcp_gateway_json_rpc_errors;
 mod daemon_mcp_gateway_keeps_tool_metadata;

@@ -141,6 +141,27 @@ pub struct SourceProgress {
     pub total: usize,
 }
 
+/// The embedding stage at a glance, as status reports show it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EmbeddingStatus {
+    /// The model's directory.
+    pub model: PathBuf,
+    /// The fusion weight of the cosine scores.
+    pub weight: f64,
+    /// Tools of live segments whose vector is ready.
+    pub ready: usize,
+    /// Tools of live segments.
+    pub total: usize,
+    /// Vectors in the cache.
+    pub cached: usize,
+    /// Texts embedded by this run (not taken from the cache).
+    pub embedded: u64,
+    /// Texts the model failed on.
+    pub failed: u64,
+    /// Per source, its newest segment's progress.
+    pub sources: Vec<SourceProgress>,
+}
+
 /// The model, its cache and the worker's queue: what slots and searches
 /// share.
 pub struct Shared {
@@ -396,6 +417,27 @@ impl SemanticIndex {
     /// Texts embedded by this run (not taken from the cache).
     pub fn embedded(&self) -> u64 {
         self.shared.embedded.load(Ordering::Relaxed)
+    }
+
+    /// Texts the model failed on (those tools stay lexical-only).
+    pub fn failed(&self) -> u64 {
+        self.shared.failed.load(Ordering::Relaxed)
+    }
+
+    /// What `/v1/status` and `quiver status` show: the model, the cache,
+    /// and per source how many of its tools have their vector.
+    pub fn status(&self) -> EmbeddingStatus {
+        let sources = self.progress();
+        EmbeddingStatus {
+            model: self.model_dir().to_path_buf(),
+            weight: self.shared.weight(),
+            ready: sources.iter().map(|s| s.ready).sum(),
+            total: sources.iter().map(|s| s.total).sum(),
+            cached: self.cached(),
+            embedded: self.embedded(),
+            failed: self.failed(),
+            sources,
+        }
     }
 
     /// What searches and slots share.

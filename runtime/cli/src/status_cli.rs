@@ -231,6 +231,11 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
                 writeln!(out, "{item}")?;
             }
         }
+        if status["embeddings"].is_object() {
+            let mut embeddings = status["embeddings"].clone();
+            embeddings["kind"] = json!("embeddings");
+            writeln!(out, "{embeddings}")?;
+        }
         return Ok(());
     }
     match status["daemon"]["url"].as_str() {
@@ -273,6 +278,7 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
                 .unwrap_or_default()
         )?;
     }
+    print_embeddings(&mut out, &status["embeddings"])?;
     let sessions = list("sessions");
     writeln!(out, "sessions: {}", sessions.len())?;
     for session in &sessions {
@@ -285,6 +291,40 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
             session["model"].as_str().unwrap_or("-"),
             session["grants"]
         )?;
+    }
+    Ok(())
+}
+
+/// The embedding stage's progress: overall, then each source still
+/// embedding (a source whose tools are all ready is only counted).
+fn print_embeddings(out: &mut impl Write, embeddings: &Value) -> Result<()> {
+    if !embeddings.is_object() {
+        writeln!(out, "embeddings: off (lexical search only)")?;
+        return Ok(());
+    }
+    let model = embeddings["model"].as_str().unwrap_or_default();
+    let model = Path::new(model)
+        .file_name()
+        .map_or(model.into(), |name| name.to_string_lossy());
+    writeln!(
+        out,
+        "embeddings: {model}  {}/{} tools ready  weight {}  {} cached  {} failed",
+        embeddings["ready"],
+        embeddings["total"],
+        embeddings["weight"],
+        embeddings["cached"],
+        embeddings["failed"]
+    )?;
+    for source in embeddings["sources"].as_array().into_iter().flatten() {
+        if source["ready"] != source["total"] {
+            writeln!(
+                out,
+                "  {:<22} {}/{} ready",
+                source["source"].as_str().unwrap_or_default(),
+                source["ready"],
+                source["total"]
+            )?;
+        }
     }
     Ok(())
 }

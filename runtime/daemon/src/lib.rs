@@ -1581,6 +1581,7 @@ impl Daemon {
             },
             "sessions": sessions,
             "pending_approvals": self.approvals.len(),
+            "embeddings": applied.assembler.semantic().map(|s| s.status()),
         }))
     }
 
