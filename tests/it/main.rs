@@ -24,6 +24,8 @@ mod config_check_rejects_invalid_files;
 mod config_check_reports_every_problem;
 mod config_check_warns_on_out_of_range_numbers;
 mod config_schema_matches_the_committed_docs;
+mod console_in_a_real_browser;
+mod console_sign_in_is_a_server_side_cookie;
 mod core_tools_cannot_escape_the_workspace;
 mod core_tools_cannot_read_the_state_dir;
 mod core_tools_config_errors_name_key_and_line;

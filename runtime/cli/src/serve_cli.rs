@@ -264,13 +264,19 @@ async fn serve_started(
         token_file: token_file.display().to_string(),
     }
     .write(&daemon_file)?;
+    let console = Arc::new(quiver_daemon::console::ConsoleSessions::default());
     {
+        // One write of both lines (formatted first: `write!` would write
+        // piece by piece), so that a reader that takes the first line and
+        // closes the pipe cannot make the second fail.
+        let lines = format!(
+            "quiver listening on {url} (console {url}/, API {url}/v1, MCP gateway {url}/mcp); token in {}\nconsole sign-in link, works once within {} minutes: {url}/#once={}\n",
+            token_file.display(),
+            quiver_daemon::console::ONCE_LIFETIME.as_secs() / 60,
+            console.one_time_code(),
+        );
         let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "quiver listening on {url} (API {url}/v1, MCP gateway {url}/mcp); token in {}",
-            token_file.display()
-        )?;
+        out.write_all(lines.as_bytes())?;
         out.flush()?;
     }
     startup::report(
@@ -281,7 +287,8 @@ async fn serve_started(
             token_file: Some(token_file.clone()),
         },
     );
-    let router = api::router(daemon.clone(), &token, any_host, shutdown.clone());
+    let router =
+        api::router_with_console(daemon.clone(), &token, any_host, shutdown.clone(), console);
     let signal = shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;

@@ -1,10 +1,15 @@
-//! The HTTP API (axum) and the Streamable HTTP MCP gateway on one
-//! listener. Every request needs `Authorization: Bearer TOKEN`: the
-//! daemon's token opens everything; a gateway client's token opens `/mcp`
-//! only, with its own grant. Errors are `{"error": code, "message"}`.
+//! The HTTP API (axum), the Streamable HTTP MCP gateway and the web
+//! console on one listener. Every request needs `Authorization: Bearer
+//! TOKEN` or the console's session cookie: the daemon's token opens
+//! everything; a gateway client's token opens `/mcp` only, with its own
+//! grant; the cookie opens all but `/mcp`, and a request it authenticates
+//! that changes state needs an `Origin` matching its `Host`
+//! ([`crate::console`]). Errors are `{"error": code, "message"}`.
 //!
 //! | method and path | what |
 //! |---|---|
+//! | `GET /`, `GET /console/app.js`, `GET /console/app.css` | the web console, no token needed (the page signs in) |
+//! | `POST /v1/console/sign-in`, `POST /v1/console/sign-out` | `{token}` (the daemon's, not a gateway client's) or `{once}` (the startup link's code) for a session cookie; sign-out ends the cookie's session |
 //! | `GET /healthz` | liveness, no token needed, no data |
 //! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt; once none is, answered when searches see the latest change |
 //! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
@@ -18,6 +23,8 @@
 //! | `POST /v1/sessions/{id}/messages` | `{content}`: runs a turn, answers with its outcome; `?stream=true`: as server-sent events while it runs (`message.delta`, `message.done`, `activity`, then `turn.done` or `error`) |
 //! | `GET /v1/sessions/{id}/events`, `GET /v1/events` | the activity feed as server-sent events (`?after=ID` or `Last-Event-ID` replays the log first); a session's also carries its live `message.delta` and `message.done` |
 //! | `GET /v1/sessions/{id}/catalog`, `GET /v1/catalog` | the assembled tools, tier and listing (`?context_tokens=`, `?grant=a,b`) |
+//! | `GET /v1/sessions/{id}/catalog/search`, `GET /v1/catalog/search` | `?query=&limit=`: what the model's `tool_search` answers there, unrecorded |
+//! | `GET /v1/sessions/{id}/catalog/describe`, `GET /v1/catalog/describe` | `?name=`: what the model's `tool_describe` answers there, unrecorded |
 //! | `GET /v1/approvals`, `POST /v1/approvals/{id}` | pending approvals; `{decision: approve \| approve_for_session \| deny, reason?, digest?}` |
 //! | `GET/POST /v1/gateway/clients`, `DELETE /v1/gateway/clients/{name}` | MCP gateway clients with their own token and grant |
 //! | `/mcp` | the MCP gateway (Streamable HTTP) |
@@ -42,6 +49,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
+use super::console::{self, ConsoleSessions, CookieSession};
 use super::gateway::{GatewayHandler, GatewayIdentity};
 use super::turn_stream::{self, OrderedMessages, TurnItem};
 use super::{Daemon, DaemonError, NewSession, SessionChange, jsonrpc};
@@ -67,6 +75,8 @@ const REPLAY_PAGE: usize = 1_000;
 struct ApiState {
     daemon: Arc<Daemon>,
     admin_digest: Arc<str>,
+    /// The web console's signed-in sessions.
+    console: Arc<ConsoleSessions>,
     /// Fires when the server stops: open event streams end with it, so a
     /// graceful shutdown does not wait on them forever.
     shutdown: CancellationToken,
@@ -228,9 +238,22 @@ pub fn router(
     any_host: bool,
     shutdown: CancellationToken,
 ) -> Router {
+    router_with_console(daemon, admin_token, any_host, shutdown, Arc::default())
+}
+
+/// As [`router`], with the console's sessions made by the caller (which
+/// keeps them to make the one-time sign-in link).
+pub fn router_with_console(
+    daemon: Arc<Daemon>,
+    admin_token: &str,
+    any_host: bool,
+    shutdown: CancellationToken,
+    console: Arc<ConsoleSessions>,
+) -> Router {
     let state = ApiState {
         daemon: daemon.clone(),
         admin_digest: auth::digest(admin_token).into(),
+        console,
         shutdown: shutdown.clone(),
     };
     let mut mcp_config = StreamableHttpServerConfig::default()
@@ -246,6 +269,10 @@ pub fn router(
             mcp_config,
         );
     Router::new()
+        .route("/", get(console_asset))
+        .route("/console/{file}", get(console_asset))
+        .route("/v1/console/sign-in", post(sign_in))
+        .route("/v1/console/sign-out", post(sign_out))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -265,8 +292,12 @@ pub fn router(
         )
         .route("/v1/sessions/{id}/events", get(session_events))
         .route("/v1/sessions/{id}/catalog", get(session_catalog))
+        .route("/v1/sessions/{id}/catalog/search", get(session_search))
+        .route("/v1/sessions/{id}/catalog/describe", get(session_describe))
         .route("/v1/events", get(all_events))
         .route("/v1/catalog", get(catalog))
+        .route("/v1/catalog/search", get(catalog_search))
+        .route("/v1/catalog/describe", get(catalog_describe))
         .route("/v1/mcp/servers/{name}/accept", post(accept_tools))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(answer_approval))
@@ -449,6 +480,11 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     if matches!(request.uri().path(), "/healthz" | "/readyz") {
         return next.run(request).await;
     }
+    // The console's files hold no data, and sign-in checks its own token.
+    let path = request.uri().path();
+    if path == "/" || path.starts_with("/console/") || path == "/v1/console/sign-in" {
+        return next.run(request).await;
+    }
     if request.uri().path() == "/metrics"
         && state.daemon.config().serve.metrics_without_token
         && request
@@ -464,6 +500,25 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
     );
+    let on_gateway = request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/");
+    if token.is_none()
+        && !on_gateway
+        && let Some(digest) =
+            console::cookie_value(request.headers()).and_then(|id| state.console.check(&id))
+    {
+        if console::changes_state(request.method())
+            && let Err(error) = console::check_origin(request.headers())
+        {
+            return error.into_response();
+        }
+        request.extensions_mut().insert(CookieSession(digest));
+        request.extensions_mut().insert(Caller::Admin);
+        request.extensions_mut().insert(GatewayIdentity {
+            client: ADMIN_CLIENT.to_owned(),
+            grants: state.daemon.config().gateway.grants.clone(),
+        });
+        return next.run(request).await;
+    }
     let Some(token) = token else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -487,7 +542,6 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     } else {
         return unauthorized();
     };
-    let on_gateway = request.uri().path() == "/mcp" || request.uri().path().starts_with("/mcp/");
     let identity = match (&caller, on_gateway) {
         (Caller::Admin, _) => GatewayIdentity {
             client: ADMIN_CLIENT.to_owned(),
@@ -513,6 +567,104 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
 
 fn unauthorized() -> Response {
     ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "unknown token").into_response()
+}
+
+async fn console_asset(request: Request) -> Response {
+    console::asset(request.uri().path()).unwrap_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no console file {}", request.uri().path()),
+        )
+        .into_response()
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    /// The daemon's token.
+    token: Option<String>,
+    /// Or the one-time code of the link `quiver serve` printed.
+    once: Option<String>,
+}
+
+/// Trades the daemon's token for a console session cookie. Sign-in comes
+/// from the console's page, so it needs the same-origin `Origin` too (a
+/// foreign page cannot sign the browser in to its own daemon).
+async fn sign_in(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult<Response> {
+    console::check_origin(&headers)?;
+    let body: SignIn = object_body(body)?;
+    let token = match (&body.token, &body.once) {
+        (None, Some(code)) if state.console.redeem(code.trim()) => None,
+        (None, Some(_)) => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "the sign-in link was used already or has expired; sign in with the daemon's token",
+            ));
+        }
+        (Some(token), None) => Some(token.trim()),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "send {\"token\": TOKEN} (or the one-time link's {\"once\": CODE})",
+            ));
+        }
+    };
+    if let Some(token) = token {
+        check_sign_in_token(&state, token)?;
+    }
+    let id = state.console.start();
+    let mut response = Json(json!({
+        "signed_in": true,
+        "expires_in_s": console::SESSION_LIFETIME.as_secs(),
+    }))
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, console::session_cookie(&id));
+    Ok(response)
+}
+
+/// Only the daemon's own token signs in; a gateway client's is refused by
+/// name, so the operator knows which token to paste instead.
+fn check_sign_in_token(state: &ApiState, token: &str) -> ApiResult<()> {
+    if token.starts_with(CLIENT_TOKEN_PREFIX) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "client_token",
+            "a gateway client's token opens /mcp only; sign in with the daemon's token (the state directory's `token` file)",
+        ));
+    }
+    if auth::digest(token) != *state.admin_digest {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown token",
+        ));
+    }
+    Ok(())
+}
+
+/// Ends the cookie's session on the server and clears the cookie.
+async fn sign_out(
+    State(state): State<ApiState>,
+    session: Option<axum::Extension<CookieSession>>,
+) -> Response {
+    if let Some(axum::Extension(CookieSession(digest))) = session {
+        state.console.end(&digest);
+    }
+    let mut response = Json(json!({"signed_in": false})).into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, console::removal_cookie());
+    response
 }
 
 async fn healthz() -> Json<Value> {
@@ -1062,7 +1214,149 @@ async fn catalog(
     query: Result<Query<CatalogQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(query) = query?;
-    let grants: Vec<String> = match &query.grant {
+    let scope = grant_scope(query.grant.as_deref())?;
+    let context = query
+        .context_tokens
+        .unwrap_or(state.daemon.config().gateway.context_tokens);
+    let assembly = state.daemon.assemble_scope(&scope, context);
+    let mut out = assembly.to_json();
+    out["listing"] = json!(assembly.listing().text);
+    Ok(Json(out))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchQuery {
+    query: String,
+    limit: Option<i64>,
+    context_tokens: Option<u64>,
+    grant: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescribeQuery {
+    name: String,
+    context_tokens: Option<u64>,
+    grant: Option<String>,
+}
+
+/// The bridge answer of `tool` with `arguments` in `session`'s view, as
+/// the model gets it (through the dispatcher's own search and describe),
+/// without recording a call.
+fn session_bridge(
+    state: &ApiState,
+    session: &str,
+    context_tokens: Option<u64>,
+    tool: &str,
+    arguments: &Value,
+) -> ApiResult<Json<Value>> {
+    let live = state.daemon.session(session)?;
+    let context = context_tokens.unwrap_or(live.record.context_tokens);
+    let assembly = state.daemon.assemble(&live.session, context);
+    state
+        .daemon
+        .dispatcher()
+        .bridge_answer(live.session.scope(), &assembly, tool, arguments)
+        .map(Json)
+        .map_err(bridge_error)
+}
+
+/// As [`session_bridge`], in the view of a grant (`*` without one).
+fn scope_bridge(
+    state: &ApiState,
+    grant: Option<&str>,
+    context_tokens: Option<u64>,
+    tool: &str,
+    arguments: &Value,
+) -> ApiResult<Json<Value>> {
+    let scope = grant_scope(grant)?;
+    let context = context_tokens.unwrap_or(state.daemon.config().gateway.context_tokens);
+    let assembly = state.daemon.assemble_scope(&scope, context);
+    state
+        .daemon
+        .dispatcher()
+        .bridge_answer(&scope, &assembly, tool, arguments)
+        .map(Json)
+        .map_err(bridge_error)
+}
+
+fn bridge_error(error: quiver_catalog::bridge::BridgeError) -> ApiError {
+    let mut api = ApiError::new(StatusCode::BAD_REQUEST, "bad_request", error.to_string());
+    api.data = Some(error.to_json());
+    api
+}
+
+fn search_arguments(query: &str, limit: Option<i64>) -> Value {
+    match limit {
+        Some(limit) => json!({"query": query, "limit": limit}),
+        None => json!({"query": query}),
+    }
+}
+
+async fn session_search(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<SearchQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
+    session_bridge(
+        &state,
+        &id,
+        query.context_tokens,
+        quiver_catalog::bridge::TOOL_SEARCH,
+        &search_arguments(&query.query, query.limit),
+    )
+}
+
+async fn catalog_search(
+    State(state): State<ApiState>,
+    query: Result<Query<SearchQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
+    scope_bridge(
+        &state,
+        query.grant.as_deref(),
+        query.context_tokens,
+        quiver_catalog::bridge::TOOL_SEARCH,
+        &search_arguments(&query.query, query.limit),
+    )
+}
+
+async fn session_describe(
+    State(state): State<ApiState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<DescribeQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Path(id) = path?;
+    let Query(query) = query?;
+    session_bridge(
+        &state,
+        &id,
+        query.context_tokens,
+        quiver_catalog::bridge::TOOL_DESCRIBE,
+        &json!({"name": query.name}),
+    )
+}
+
+async fn catalog_describe(
+    State(state): State<ApiState>,
+    query: Result<Query<DescribeQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let Query(query) = query?;
+    scope_bridge(
+        &state,
+        query.grant.as_deref(),
+        query.context_tokens,
+        quiver_catalog::bridge::TOOL_DESCRIBE,
+        &json!({"name": query.name}),
+    )
+}
+
+/// The scope of a `?grant=a,b` (everything without one).
+fn grant_scope(grant: Option<&str>) -> ApiResult<Scope> {
+    let grants: Vec<String> = match grant {
         Some(text) => text
             .split(',')
             .map(str::trim)
@@ -1071,14 +1365,7 @@ async fn catalog(
             .collect(),
         None => vec!["*".to_owned()],
     };
-    let scope = Scope::new(grants).map_err(DaemonError::from)?;
-    let context = query
-        .context_tokens
-        .unwrap_or(state.daemon.config().gateway.context_tokens);
-    let assembly = state.daemon.assemble_scope(&scope, context);
-    let mut out = assembly.to_json();
-    out["listing"] = json!(assembly.listing().text);
-    Ok(Json(out))
+    Ok(Scope::new(grants).map_err(DaemonError::from)?)
 }
 
 #[derive(Deserialize, Default)]

@@ -54,7 +54,7 @@ pub fn report(daemon: &Arc<Daemon>, origin: &ConfigOrigin, endpoints: &Endpoints
         tracing::info!(
             target: SUMMARY_TARGET,
             url = %url,
-            "listening on {url} (API {url}/v1, MCP gateway {url}/mcp, {url}/healthz, {url}/readyz, {url}/metrics)"
+            "listening on {url} (console {url}/, API {url}/v1, MCP gateway {url}/mcp, {url}/healthz, {url}/readyz, {url}/metrics)"
         );
     }
     if let Some(token) = &endpoints.token_file {

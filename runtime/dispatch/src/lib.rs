@@ -461,6 +461,34 @@ impl Dispatcher {
         self
     }
 
+    /// What the model's `tool_search` (`name` [`TOOL_SEARCH`]) or
+    /// `tool_describe` (any other name) answers with `arguments` in a
+    /// session of `scope` against `assembly`, without recording the call:
+    /// [`Dispatcher::dispatch`] answers through this, and the console's
+    /// search box does too, so that it shows what the model would get.
+    pub fn bridge_answer(
+        &self,
+        scope: &quiver_tool::scope::Scope,
+        assembly: &Assembly,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<Value, BridgeError> {
+        match name {
+            TOOL_SEARCH => match &self.status {
+                Some(status) => {
+                    let scoped = quiver_tool::status::ScopedStatus::new(status.as_ref(), scope);
+                    bridge::search_with_status(assembly, arguments, Some(&scoped))
+                }
+                None => bridge::search(assembly, arguments),
+            }
+            .map(|mut out| {
+                bridge::fit_search(&mut out, self.max_bridge_chars);
+                out
+            }),
+            _ => bridge::describe_within(assembly, arguments, self.max_bridge_chars),
+        }
+    }
+
     /// Handles the model's call of `name` with `arguments` in `session`,
     /// against `assembly` (this turn's view, built with
     /// [`Session::assemble`]). Returns the JSON result for the model: the
@@ -474,23 +502,7 @@ impl Dispatcher {
     ) -> Result<Value, DispatchError> {
         if assembly.has_bridge() && (name == TOOL_SEARCH || name == TOOL_DESCRIBE) {
             let started = Instant::now();
-            let answer = match name {
-                TOOL_SEARCH => match &self.status {
-                    Some(status) => {
-                        let scoped = quiver_tool::status::ScopedStatus::new(
-                            status.as_ref(),
-                            session.scope(),
-                        );
-                        bridge::search_with_status(assembly, arguments, Some(&scoped))
-                    }
-                    None => bridge::search(assembly, arguments),
-                }
-                .map(|mut out| {
-                    bridge::fit_search(&mut out, self.max_bridge_chars);
-                    out
-                }),
-                _ => bridge::describe_within(assembly, arguments, self.max_bridge_chars),
-            };
+            let answer = self.bridge_answer(session.scope(), assembly, name, arguments);
             session.note_search();
             if name == TOOL_SEARCH {
                 record_search(answer.as_ref().ok());
