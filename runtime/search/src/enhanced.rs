@@ -1992,7 +1992,11 @@ mod tests {
             similarity: &far,
             weight: 0.3,
         };
-        assert!(index.search_fused("sms my friend", 3, Some(&fusion)).is_empty());
+        assert!(
+            index
+                .search_fused("sms my friend", 3, Some(&fusion))
+                .is_empty()
+        );
     }
 
     #[test]
@@ -2000,7 +2004,11 @@ mod tests {
         let (index, _) = messaging_index();
         // Lexically only "text" matches, and not CreateMessage.
         let lexical = index.search("text someone's phone", 3);
-        assert!(!names(&lexical).contains(&"CreateMessage"), "{:?}", names(&lexical));
+        assert!(
+            !names(&lexical).contains(&"CreateMessage"),
+            "{:?}",
+            names(&lexical)
+        );
         let similarity = [0.20, 0.18, 0.60];
         let fusion = Fusion {
             similarity: &similarity,
