@@ -1582,10 +1582,10 @@ impl EnhancedIndex {
     /// similar tools, scaled from 0 (the last candidate) to 1 (the first),
     /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
     /// share of the query's words that no lexical match explains (the most
-    /// words any lexical match holds, of all the query's words). Returns the fused scores, the
-    /// tools they touch, and per tool whether it may be a result (a lexical
-    /// match, or a candidate of [`MIN_SIMILARITY`] or more), folded like
-    /// the scores; `None` when no tool has a vector.
+    /// words any lexical match holds, of all the query's words). Returns
+    /// the fused scores, the tools they touch, and per tool whether it may
+    /// be a result (a lexical match, or a candidate of [`MIN_SIMILARITY`]
+    /// or more), folded like the scores; `None` when no tool has a vector.
     fn fuse(
         &self,
         fusion: &Fusion<'_>,
@@ -1628,20 +1628,21 @@ impl EnhancedIndex {
             evidence.get(d as usize).is_some_and(|&w| w >= 1)
                 && scores.get(d as usize).is_some_and(|&s| s >= floor)
         };
-        let best = touched
-            .iter()
-            .filter(|&&d| lexical_ok(d))
-            .filter_map(|&d| scores.get(d as usize).copied())
-            .fold(0.0f64, f64::max);
+        // One pass over the lexical matches: the best score, which
+        // normalises them, and the most query words one of them holds.
         // The lexical search is trusted as far as it explains the query:
         // when one lexical match holds every query word, the similarities
         // only break ties; when the best holds none, they weigh in full.
-        let coverage = touched
-            .iter()
-            .filter(|&&d| lexical_ok(d))
-            .filter_map(|&d| evidence.get(d as usize).copied())
-            .max()
-            .map_or(0.0, |w| (f64::from(w) / query_words.max(1) as f64).min(1.0));
+        let (best, most_words) =
+            touched
+                .iter()
+                .filter(|&&d| lexical_ok(d))
+                .fold((0.0f64, 0u8), |(best, most), &d| {
+                    let score = scores.get(d as usize).copied().unwrap_or(0.0);
+                    let words = evidence.get(d as usize).copied().unwrap_or(0);
+                    (best.max(score), most.max(words))
+                });
+        let coverage = (f64::from(most_words) / query_words.max(1) as f64).min(1.0);
         let weight = fusion.weight.clamp(0.0, 1.0) * (1.0 - coverage);
         for &d in touched {
             if !lexical_ok(d) || best <= 0.0 {
@@ -1953,18 +1954,20 @@ mod tests {
         assert_eq!(names(&index.search("热榜", 5)), ["get_rank"]);
     }
 
-    fn messaging_index() -> (EnhancedIndex, [Arc<Tool>; 3]) {
-        let tools = [
-            tool("t", "word_count", "Count the words of a text"),
-            tool("t", "echo", "Echo the given text back"),
-            tool("t", "CreateMessage", "Send a message from the account"),
-        ];
-        (EnhancedIndex::build(tools.iter()), tools)
+    fn messaging_index() -> EnhancedIndex {
+        EnhancedIndex::build(
+            [
+                tool("t", "word_count", "Count the words of a text"),
+                tool("t", "echo", "Echo the given text back"),
+                tool("t", "CreateMessage", "Send a message from the account"),
+            ]
+            .iter(),
+        )
     }
 
     #[test]
     fn fusion_leaves_a_fully_explained_query_to_the_lexical_order() {
-        let (index, _) = messaging_index();
+        let index = messaging_index();
         // The dense side prefers CreateMessage, but a lexical match holds
         // every query word: the similarities only break ties.
         let similarity = [0.30, 0.32, 0.90];
@@ -1978,7 +1981,7 @@ mod tests {
 
     #[test]
     fn fusion_finds_a_close_tool_no_word_matches_and_nothing_far() {
-        let (index, _) = messaging_index();
+        let index = messaging_index();
         assert!(index.search("sms my friend", 3).is_empty());
         let close = [0.10, 0.12, MIN_SIMILARITY + 0.05];
         let fusion = Fusion {
@@ -2001,7 +2004,7 @@ mod tests {
 
     #[test]
     fn fusion_lifts_a_similar_tool_over_a_match_of_one_word_in_three() {
-        let (index, _) = messaging_index();
+        let index = messaging_index();
         // Lexically only "text" matches, and not CreateMessage.
         let lexical = index.search("text someone's phone", 3);
         assert!(
