@@ -77,6 +77,7 @@ mod embedder_matches_reference_vectors;
 mod enhanced_search_beats_classic_on_query_sets;
 mod exact_tool_name_is_found_first;
 mod examples_operator_config_is_valid;
+mod hybrid_eval_keeps_query_vectors;
 mod hybrid_search_finds_paraphrased_tools;
 mod listing_short_descriptions_end_at_a_sentence;
 mod log_format_json_writes_one_object_per_line;

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 
 use quiver_embed::{EmbedError, EmbedOptions, Embedder, TextKey, VectorCache};
-use quiver_search::enhanced::identifier_parts;
+use quiver_search::enhanced::{identifier_parts, split_server_filters};
 use quiver_tool::tool::{Tool, ToolSource};
 
 use crate::settings::EmbeddingsConfig;
@@ -213,17 +213,68 @@ impl Shared {
     }
 
     /// Embeds `queries` in batches ahead of searching them (for
-    /// evaluation), so each search finds its vector remembered.
-    pub fn prime_queries(&self, queries: &[&str]) -> Result<(), EmbedError> {
-        for chunk in queries.chunks(QUERY_MEMO / 2) {
-            let vectors = self.embedder.embed(chunk)?;
+    /// evaluation), so each search finds its vector remembered: all of
+    /// them, whatever [`QUERY_MEMO`] says. A query `kept` holds is taken
+    /// from it, and a new one is added to it, so an evaluation run again
+    /// embeds no query twice.
+    pub fn prime_queries(
+        &self,
+        queries: &[&str],
+        kept: Option<&VectorCache>,
+    ) -> Result<(), EmbedError> {
+        // What a search embeds: the query without its `server:` filters.
+        let texts: Vec<String> = queries
+            .iter()
+            .map(|q| split_server_filters(q).1.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let mut missing: Vec<&str> = Vec::new();
+        {
             let mut memo = self.queries.lock().unwrap_or_else(PoisonError::into_inner);
-            memo.clear();
-            for (query, vector) in chunk.iter().zip(vectors) {
-                memo.insert((*query).to_owned(), unit(vector));
+            for query in &texts {
+                if memo.contains_key(query) {
+                    continue;
+                }
+                match kept.and_then(|k| k.get(&TextKey::of(query))) {
+                    Some(vector) => {
+                        memo.insert(query.clone(), vector);
+                    }
+                    None => missing.push(query),
+                }
+            }
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        for chunk in missing.chunks(64) {
+            let vectors: Vec<(TextKey, Arc<[f32]>)> = chunk
+                .iter()
+                .zip(self.embedder.embed(chunk)?)
+                .map(|(query, vector)| (TextKey::of(query), unit(vector)))
+                .collect();
+            if let Some(kept) = kept
+                && let Err(error) = kept.insert(&vectors)
+            {
+                tracing::warn!(%error, "cannot keep the query vectors");
+            }
+            let mut memo = self.queries.lock().unwrap_or_else(PoisonError::into_inner);
+            for (query, (_, vector)) in chunk.iter().zip(vectors) {
+                memo.insert((*query).to_owned(), vector);
             }
         }
         Ok(())
+    }
+
+    /// The vectors of evaluation queries, kept beside the tools' under
+    /// `state_dir` (as `<model key>.queries`), never mixed with them.
+    pub fn query_cache(
+        &self,
+        state_dir: &Path,
+    ) -> Result<VectorCache, quiver_embed::cache::CacheError> {
+        VectorCache::open(
+            state_dir,
+            &format!("{}.queries", self.embedder.key()),
+            self.embedder.dimension(),
+        )
     }
 
     fn remember_query(&self, query: &str, vector: Arc<[f32]>) {

@@ -398,6 +398,15 @@ struct EvalOptions<'a> {
     json: bool,
 }
 
+/// One set's hybrid run against its lexical baseline.
+struct Versus {
+    wins: usize,
+    losses: usize,
+    lexical_recall: f64,
+    /// Recall of the odd half (hybrid, lexical), then of the even half.
+    halves: [f64; 4],
+}
+
 fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
     let loaded = load_config(options.config)?;
     let state_dir = loaded.config.serve.state_dir();
@@ -480,7 +489,12 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         let _ = assembly.catalog().index();
         semantic.wait_idle();
         let queries: Vec<&str> = set.queries.iter().map(|q| q.query.as_str()).collect();
-        semantic.shared().prime_queries(&queries)?;
+        let kept = semantic
+            .shared()
+            .query_cache(&state_dir)
+            .map_err(|e| eprintln!("warning: query vectors not kept: {e}"))
+            .ok();
+        semantic.shared().prime_queries(&queries, kept.as_ref())?;
         eprintln!(
             "{name}: {} tools embedded ({} new), {} queries, in {:.1} s",
             assembly.catalog().deferred_count(),
@@ -498,12 +512,22 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
     }
     let (queries, recall, hit, mrr) = eval::overall(&reports);
     let k = options.k;
-    let versus: Vec<(usize, usize, f64)> = reports
+    let versus: Vec<Versus> = reports
         .iter()
         .zip(&baselines)
         .map(|(r, b)| {
             let (wins, losses) = eval::wins_and_losses(r, b);
-            (wins, losses, b.recall)
+            Versus {
+                wins,
+                losses,
+                lexical_recall: b.recall,
+                halves: [
+                    eval::half_recall(r, true),
+                    eval::half_recall(b, true),
+                    eval::half_recall(r, false),
+                    eval::half_recall(b, false),
+                ],
+            }
         })
         .collect();
     let mut out = std::io::stdout().lock();
@@ -515,7 +539,15 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         };
         let versus_json: Vec<_> = versus
             .iter()
-            .map(|(wins, losses, recall)| json!({"wins": wins, "losses": losses, "lexical_recall": recall}))
+            .map(|v| {
+                json!({
+                    "wins": v.wins,
+                    "losses": v.losses,
+                    "lexical_recall": v.lexical_recall,
+                    "odd": {"recall": v.halves[0], "lexical_recall": v.halves[1]},
+                    "even": {"recall": v.halves[2], "lexical_recall": v.halves[3]},
+                })
+            })
             .collect();
         let value = json!({
             "k": k,
@@ -538,7 +570,11 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
             "MRR@10"
         )?;
         if hybrid {
-            write!(out, " {:>9} {:>5} {:>6}", "lexical", "wins", "losses")?;
+            write!(
+                out,
+                " {:>9} {:>5} {:>6} {:>15} {:>15}",
+                "lexical", "wins", "losses", "odd (lexical)", "even (lexical)"
+            )?;
         }
         writeln!(out)?;
         for (at, r) in reports.iter().enumerate() {
@@ -547,8 +583,17 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
                 "{:<20} {:>7} {:>9.3} {:>7.3} {:>7.3}",
                 r.name, r.queries, r.recall, r.hit, r.mrr
             )?;
-            if let Some((wins, losses, lexical_recall)) = versus.get(at) {
-                write!(out, " {lexical_recall:>9.3} {wins:>5} {losses:>6}")?;
+            if let Some(v) = versus.get(at) {
+                let [odd, odd_lexical, even, even_lexical] = v.halves;
+                write!(
+                    out,
+                    " {:>9.3} {:>5} {:>6} {:>15} {:>15}",
+                    v.lexical_recall,
+                    v.wins,
+                    v.losses,
+                    format!("{odd:.3} ({odd_lexical:.3})"),
+                    format!("{even:.3} ({even_lexical:.3})")
+                )?;
             }
             writeln!(out)?;
         }

@@ -226,6 +226,18 @@ pub fn half(set: &QuerySet, odd: Option<bool>) -> QuerySet {
     }
 }
 
+/// Recall@k of `report`'s queries at odd (`true`) or even (`false`)
+/// 0-based positions, as [`half`] takes them: both halves from one run.
+pub fn half_recall(report: &SetReport, odd: bool) -> f64 {
+    let (sum, count) = report
+        .recalls
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (i % 2 == 1) == odd)
+        .fold((0.0, 0usize), |(sum, count), (_, r)| (sum + r, count + 1));
+    sum / count.max(1) as f64
+}
+
 /// Queries where `candidate` finds more gold tools than `baseline` (wins)
 /// and fewer (losses); both reports of the same set.
 pub fn wins_and_losses(candidate: &SetReport, baseline: &SetReport) -> (usize, usize) {
@@ -247,4 +259,30 @@ pub fn overall(reports: &[SetReport]) -> (usize, f64, f64, f64) {
         weight(|r| r.hit),
         weight(|r| r.mrr),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_recall_splits_a_report_as_half_splits_its_set() {
+        let report = SetReport {
+            name: "set".into(),
+            queries: 5,
+            recall: 0.6,
+            hit: 0.6,
+            mrr: 0.6,
+            miss_count: 2,
+            misses: Vec::new(),
+            recalls: vec![1.0, 0.0, 1.0, 0.5, 0.0],
+        };
+        assert!((half_recall(&report, false) - 2.0 / 3.0).abs() < 1e-12);
+        assert!((half_recall(&report, true) - 0.25).abs() < 1e-12);
+        let empty = SetReport {
+            recalls: Vec::new(),
+            ..report
+        };
+        assert_eq!(half_recall(&empty, true), 0.0);
+    }
 }
