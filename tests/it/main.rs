@@ -52,6 +52,7 @@ mod daemon_mcp_gateway_keeps_tool_metadata;
 mod daemon_mcp_gateway_over_http;
 mod daemon_mcp_gateway_over_stdio;
 mod daemon_mcp_gateway_passes_progress_and_logs;
+mod daemon_mcp_gateway_passes_resource_subscriptions;
 mod daemon_mcp_gateway_serves_resources_and_prompts;
 mod daemon_mcp_gateway_takes_lenient_bridge_inputs;
 mod daemon_one_serve_per_state_dir;

@@ -1,6 +1,7 @@
 //! One live rmcp client session with a server: connecting over the
 //! configured transport, the client handler that hears
-//! `notifications/tools/list_changed`, progress and log messages, tool
+//! `notifications/tools/list_changed`, progress, log messages and what the
+//! server says of its resources and prompts, tool
 //! listing with pagination,
 //! filtering and schema normalisation, and what the server says it is for.
 
@@ -10,17 +11,19 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ServerPeerInfo,
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam, ServerPeerInfo,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 
 use super::McpError;
 use super::config::{McpServerConfig, McpTransportConfig};
 use super::schema::{SchemaOutcome, normalise};
+use super::subscriptions::ResourceNotice;
 #[cfg(feature = "mcp-stdio")]
 use quiver_process::ProcessGroup;
 use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSpec};
@@ -34,21 +37,30 @@ pub struct QuiverClient {
     server: String,
     list_changed: Arc<Notify>,
     progress: ProgressDispatcher,
+    notices: broadcast::Sender<ResourceNotice>,
 }
 
 impl QuiverClient {
-    /// A handler for `server` that signals `list_changed` and routes
-    /// progress through `progress`.
+    /// A handler for `server` that signals `list_changed`, routes
+    /// progress through `progress` and sends what the server says of its
+    /// resources and prompts to `notices`.
     pub fn new(
         server: impl Into<String>,
         list_changed: Arc<Notify>,
         progress: ProgressDispatcher,
+        notices: broadcast::Sender<ResourceNotice>,
     ) -> QuiverClient {
         QuiverClient {
             server: server.into(),
             list_changed,
             progress,
+            notices,
         }
+    }
+
+    fn notice(&self, notice: ResourceNotice) {
+        // Nobody listening is not an error.
+        let _ = self.notices.send(notice);
     }
 }
 
@@ -67,6 +79,31 @@ impl ClientHandler for QuiverClient {
         // A token no call subscribed to (the call ended, or nobody asked)
         // is dropped by the dispatcher.
         self.progress.handle_notification(params).await;
+    }
+
+    // Servers of the protocol versions before 2026-07-28 send these on the
+    // session; later ones on the listen stream `subscriptions` opens.
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.notice(ResourceNotice::Updated {
+            server: self.server.clone(),
+            uri: params.uri,
+        });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notice(ResourceNotice::ResourcesChanged {
+            server: self.server.clone(),
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notice(ResourceNotice::PromptsChanged {
+            server: self.server.clone(),
+        });
     }
 
     // MCP deprecates logging (SEP-2577), but servers speaking the earlier
@@ -147,9 +184,10 @@ pub async fn connect(
     config: &McpServerConfig,
     list_changed: Arc<Notify>,
     progress: ProgressDispatcher,
+    notices: broadcast::Sender<ResourceNotice>,
 ) -> Result<Connection, McpError> {
     let server = config.name.as_str();
-    let client = QuiverClient::new(server, list_changed, progress);
+    let client = QuiverClient::new(server, list_changed, progress, notices);
     match &config.transport {
         McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
         McpTransportConfig::Http { url, headers } => {

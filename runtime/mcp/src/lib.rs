@@ -7,6 +7,8 @@
 //! - [`result`]: `tools/call` results mapped to the runtime's tool result;
 //! - [`process`]: stdio children in their own process group, stderr to tracing;
 //! - [`connection`]: one live rmcp client session, tool listing with pagination;
+//! - [`subscriptions`]: resource subscriptions held upstream for gateway
+//!   clients, and servers' notices about their resources and prompts;
 //! - [`supervisor`]: the per-server task: connect, refresh on
 //!   `notifications/tools/list_changed`, reconnect with capped backoff;
 //! - [`host`]: every configured server, its state, and calls;
@@ -27,6 +29,7 @@ pub mod result;
 pub mod schema;
 #[cfg(feature = "mcp-stdio")]
 pub mod stdio;
+pub mod subscriptions;
 pub mod supervisor;
 
 pub mod host;
@@ -37,6 +40,7 @@ pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
 pub use resources::{RESOURCE_URI_PREFIX, resource_uri, split_resource_uri};
 pub use result::McpToolOutput;
+pub use subscriptions::{ResourceNotice, ResourceSubscription};
 pub use supervisor::IntegrityEvent;
 
 /// Why a connection to a server could not be made or kept.

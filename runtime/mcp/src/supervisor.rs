@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpError;
 use super::config::McpServerConfig;
 use super::connection::{self, Connection};
+use super::subscriptions::{self, Interest, ResourceNotice};
 use quiver_tool::integrity::{self, DefinitionChange, PinStore, Quarantined, Trust};
 use quiver_tool::naming::mcp_tool_name;
 use quiver_tool::registry::ToolRegistry;
@@ -105,13 +106,22 @@ pub(crate) struct Slot {
     pub(crate) progress: ProgressDispatcher,
     /// Every state change, for whoever reports them (the startup summary).
     changes: broadcast::Sender<ServerStatus>,
+    /// Who wants which of the server's resources, and what is held.
+    pub(crate) interest: Interest,
+    /// Where the server's notices about its resources and prompts go
+    /// (shared by every server of a host).
+    pub(crate) notices: broadcast::Sender<ResourceNotice>,
 }
 
 /// The states a server's `quiver_mcp_server_state` gauge has a series for.
 const STATE_NAMES: [&str; 5] = ["disabled", "connecting", "ready", "failed", "stopped"];
 
 impl Slot {
-    pub(crate) fn new(config: McpServerConfig, changes: broadcast::Sender<ServerStatus>) -> Slot {
+    pub(crate) fn new(
+        config: McpServerConfig,
+        changes: broadcast::Sender<ServerStatus>,
+        notices: broadcast::Sender<ResourceNotice>,
+    ) -> Slot {
         let state = if config.enabled {
             ServerState::Connecting { attempt: 1 }
         } else {
@@ -126,6 +136,8 @@ impl Slot {
             quarantined: AtomicUsize::new(0),
             progress: ProgressDispatcher::new(),
             changes,
+            interest: Interest::default(),
+            notices,
         };
         slot.record_state(&state);
         slot
@@ -306,11 +318,17 @@ pub(crate) fn republish(
 }
 
 async fn connect_and_list(
-    config: &McpServerConfig,
+    slot: &Slot,
     list_changed: Arc<Notify>,
-    progress: ProgressDispatcher,
 ) -> Result<(Connection, Vec<ToolSpec>), McpError> {
-    let connection = connection::connect(config, list_changed, progress).await?;
+    let config = &slot.config;
+    let connection = connection::connect(
+        config,
+        list_changed,
+        slot.progress.clone(),
+        slot.notices.clone(),
+    )
+    .await?;
     let specs = connection::list_tools(config, &connection.peer()).await?;
     Ok((connection, specs))
 }
@@ -334,7 +352,7 @@ pub(crate) async fn run(
         let timeout = slot.config.connect_timeout;
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
-            outcome = tokio::time::timeout(timeout, connect_and_list(&slot.config, list_changed.clone(), slot.progress.clone())) => outcome,
+            outcome = tokio::time::timeout(timeout, connect_and_list(&slot, list_changed.clone())) => outcome,
         };
         let error = match attempt {
             Ok(Ok((connection, specs))) => {
@@ -352,8 +370,11 @@ pub(crate) async fn run(
                 slot.set_state(ServerState::Ready { tools });
                 tracing::info!(server = %server, tools, "MCP server connected");
                 failures = 0;
+                // Resource subscriptions are held anew on each connection.
+                let follow = tokio::spawn(subscriptions::follow(slot.clone(), connection.peer()));
                 let ended =
                     serve(&slot, &registry, &gate, connection, list_changed, &shutdown).await;
+                follow.abort();
                 slot.set_peer(None);
                 slot.integrity().last = None;
                 registry.remove_source(&source);
