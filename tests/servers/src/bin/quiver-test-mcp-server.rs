@@ -52,6 +52,10 @@
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
+//!
+//! With `--http ADDR --oauth`, `/mcp` needs a bearer token that the OAuth
+//! authorization server this process runs beside it issued (see
+//! `oauth_server.rs`); tokens live `--oauth-token-lifetime-s` seconds.
 
 // `say` sends MCP log messages, deprecated by SEP-2577 but still sent by
 // servers of the earlier protocol versions, which Quiver must keep hearing.
@@ -79,6 +83,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "../oauth_server.rs"]
+mod oauth_server;
 
 /// A 1x1 transparent PNG, base64.
 const PNG_1X1: &str =
@@ -109,6 +116,13 @@ struct Args {
     /// HTTP only: refuse requests without this header (`NAME=VALUE`).
     #[arg(long)]
     require_header: Option<String>,
+    /// HTTP only: protect `/mcp` with OAuth, this process being the
+    /// authorization server.
+    #[arg(long)]
+    oauth: bool,
+    /// With `--oauth`: how long an access token lives.
+    #[arg(long, default_value_t = 3600)]
+    oauth_token_lifetime_s: u64,
     /// Write this line to stderr at start.
     #[arg(long)]
     stderr: Option<String>,
@@ -712,6 +726,12 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
         )));
     }
     let required = server.args.require_header.clone();
+    let oauth = server.args.oauth.then(|| {
+        oauth_server::Authority::new(
+            format!("http://{local}"),
+            server.args.oauth_token_lifetime_s,
+        )
+    });
     let service: StreamableHttpService<TestServer, LocalSessionManager> =
         StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -742,6 +762,9 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
                 }
             },
         ));
+    }
+    if let Some(authority) = oauth {
+        router = authority.router(router);
     }
     println!("http://{local}/mcp");
     let _ = std::io::stdout().flush();
