@@ -5,8 +5,10 @@
 //! its authorize URL followed by this test as a browser would) stores the
 //! tokens 0600 in the state directory; the running daemon connects without
 //! a restart and calls the server's tool through the gateway; an expired
-//! access token is refreshed and written back; `quiver status` shows who
-//! is logged in and when the token expires, never the token. Then the
+//! access token is refreshed and written back, before use when its time is
+//! up and once after a 401 when the server ended it early; `quiver status`
+//! shows who is logged in and when the token expires, and no token reaches
+//! the daemon's or the login's output, even at debug level. Then the
 //! refusals: unknown, stdio and non-OAuth servers, a forged `state`, a
 //! denied authorization and no redirect at all.
 
@@ -169,7 +171,14 @@ async fn login_while_running_then_calls_refresh_and_status() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &url);
     let state = dir.path().join("state");
-    let daemon = TestDaemon::start(&config, &state);
+    let mut command = quiver_tests::quiver_command();
+    command
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("QUIVER_LOG", "debug")
+        .stderr(Stdio::piped());
+    let mut daemon = TestDaemon::spawn(command, &state);
+    let log = daemon.stderr_lines();
 
     // No token yet: the server waits for a login and says which command.
     let waiting = remote_status(&daemon, |s| s["state"] == "needs_login").await;
@@ -193,8 +202,8 @@ async fn login_while_running_then_calls_refresh_and_status() {
     assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
     let page = follow(&redirect).await;
     assert!(page.contains("logged in to remote"), "{page}");
-    let (ok, stderr) = finished(login);
-    assert!(ok, "{stderr}");
+    let (ok, login_stderr) = finished(login);
+    assert!(ok, "{login_stderr}");
     let file = state.join("oauth").join("remote.json");
     assert_eq!(mode(&file), 0o600);
     assert_eq!(mode(&state.join("oauth")), 0o700);
@@ -227,6 +236,23 @@ async fn login_while_running_then_calls_refresh_and_status() {
     assert_ne!(before, after, "the refreshed token is stored");
     assert_eq!(mode(&file), 0o600);
 
+    // The server ends the token early: the 401 is answered by one refresh
+    // and the call goes through.
+    let base = url.trim_end_matches("/mcp");
+    let expired = reqwest::Client::new()
+        .post(format!("{base}/oauth/expire"))
+        .send()
+        .await
+        .unwrap();
+    assert!(expired.status().is_success());
+    assert_eq!(add_through_gateway(&daemon).await["sum"], 42.0);
+    assert_eq!(oauth_stats(&url).await["refreshes"], 2);
+    let after = access_token(&file);
+    let refresh_token = quiver_tests::read_json(&file)["token_response"]["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
     // What status shows: who and until when, never a token.
     let (_, status) = daemon.get("/v1/status").await;
     let text = status.to_string();
@@ -243,7 +269,8 @@ async fn login_while_running_then_calls_refresh_and_status() {
     );
     assert!(!shown.contains(&after), "{shown}");
 
-    // Logging out removes the tokens.
+    // Logging out removes the tokens: the next call is refused upstream,
+    // the model is told to log in, and the server waits for a login.
     let out = quiver_tests::quiver(&[
         "mcp",
         "logout",
@@ -253,6 +280,29 @@ async fn login_while_running_then_calls_refresh_and_status() {
     ]);
     assert!(out.status.success(), "{out:?}");
     assert!(!file.exists());
+    let refused = call_add(&daemon).await;
+    let text = format!("{:?}", refused.content);
+    assert!(
+        refused.is_error == Some(true) && text.contains("run `quiver mcp login remote`"),
+        "{text}"
+    );
+    let waiting = remote_status(&daemon, |s| s["state"] == "needs_login").await;
+    assert_eq!(waiting["oauth"]["logged_in"], false, "{waiting}");
+
+    // No token reached a log line, at debug level either.
+    log.wait_for("OAuth tokens saved", Duration::from_secs(10));
+    daemon.stop();
+    let lines = log.all().join("\n");
+    for secret in [&before, &after, &refresh_token] {
+        assert!(
+            !lines.contains(secret.as_str()),
+            "{secret} in the daemon's log"
+        );
+        assert!(
+            !login_stderr.contains(secret.as_str()),
+            "{secret} in the login's output"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,7 +13,9 @@
 //!   verifier and `resource`) and the `refresh_token` grant (rotating the
 //!   refresh token); tokens live `--oauth-token-lifetime-s` seconds and
 //!   the answer names the user (`username: ada`);
-//! - `GET /oauth/stats`: `{"registered", "codes", "refreshes", "refused"}`.
+//! - `GET /oauth/stats`: `{"registered", "codes", "refreshes", "refused"}`;
+//! - `POST /oauth/expire`: every access token issued so far stops working
+//!   (as a server-side expiry or revocation would; refresh tokens stay).
 //!
 //! The client id `preregistered` is known without registration.
 
@@ -121,6 +123,7 @@ impl Authority {
             .route("/authorize", get(authorize))
             .route("/token", post(token))
             .route("/oauth/stats", get(stats))
+            .route("/oauth/expire", post(expire))
             .with_state(self)
             .merge(guarded)
     }
@@ -301,6 +304,11 @@ async fn token(
             "authorization_code or refresh_token",
         ),
     }
+}
+
+async fn expire(State(authority): State<Authority>) -> StatusCode {
+    authority.issued().access.clear();
+    StatusCode::NO_CONTENT
 }
 
 async fn stats(State(authority): State<Authority>) -> Json<Value> {
