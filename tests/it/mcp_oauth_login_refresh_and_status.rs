@@ -34,12 +34,13 @@ fn oauth_server() -> (quiver_tests::KillOnDrop, String) {
     quiver_tests::spawn_serving_url(command)
 }
 
-/// A config in `dir` with the OAuth server `remote`, the plain HTTP server
+/// A config in `dir` with the OAuth server `remote`, the same with a
+/// pre-registered client (`fixed`, disabled), the plain HTTP server
 /// `plain` (same URL, no `oauth`) and the stdio server `local`; the state
 /// directory is `dir/state`.
 fn write_config(dir: &Path, url: &str) -> PathBuf {
     let text = format!(
-        "serve:\n  state_dir: state\ncore_tools:\n  workspace: work\nmcp_servers:\n  remote:\n    url: {url}\n    oauth: true\n    connect_timeout_s: 20\n  plain:\n    url: {url}\n    enabled: false\n  local:\n    command: {server}\n    enabled: false\n",
+        "serve:\n  state_dir: state\ncore_tools:\n  workspace: work\nmcp_servers:\n  remote:\n    url: {url}\n    oauth: true\n    connect_timeout_s: 20\n  fixed:\n    url: {url}\n    enabled: false\n    oauth:\n      client_id: preregistered\n      scopes: [tools]\n  plain:\n    url: {url}\n    enabled: false\n  local:\n    command: {server}\n    enabled: false\n",
         server = quiver_tests::mcp_test_server().display()
     );
     std::fs::create_dir_all(dir.join("work")).unwrap();
@@ -316,7 +317,7 @@ async fn logins_refuse_wrong_servers_forged_state_denials_and_silence() {
     for (server, expected) in [
         (
             "nope",
-            "no MCP server `nope` is configured; configured: local, plain, remote",
+            "no MCP server `nope` is configured; configured: fixed, local, plain, remote",
         ),
         ("local", "server `local` is a stdio server"),
         ("plain", "server `plain` does not use OAuth"),
@@ -381,5 +382,38 @@ async fn logins_refuse_wrong_servers_forged_state_denials_and_silence() {
             && stderr.contains("mcp_servers.local.oauth")
             && stderr.contains(":5:"),
         "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_configured_client_id_and_scopes_skip_registration() {
+    let (_server, url) = oauth_server();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url);
+    let config_arg = quiver_tests::arg(&config);
+
+    let (login, authorize) = start_login(&config, "fixed", &[]);
+    assert!(
+        authorize.contains("client_id=preregistered") && authorize.contains("scope=tools"),
+        "{authorize}"
+    );
+    follow(&approve(&authorize).await).await;
+    let (ok, stderr) = finished(login);
+    assert!(ok, "{stderr}");
+    let stats = oauth_stats(&url).await;
+    assert_eq!(
+        (stats["registered"].as_u64(), stats["codes"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let file = dir.path().join("state").join("oauth").join("fixed.json");
+    assert_eq!(quiver_tests::read_json(&file)["client_id"], "preregistered");
+
+    let out = quiver_tests::quiver(&["mcp", "logout", "fixed", "--config", config_arg]);
+    assert!(out.status.success() && !file.exists(), "{out:?}");
+    let again = quiver_tests::quiver(&["mcp", "logout", "fixed", "--config", config_arg]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success() && said.contains("No OAuth tokens are stored for fixed"),
+        "{said}"
     );
 }
