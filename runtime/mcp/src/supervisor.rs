@@ -432,29 +432,28 @@ pub(crate) async fn run(
 /// login` in another process); `false` on shutdown. A look at the file's
 /// time each [`LOGIN_POLL`] is all it costs.
 async fn wait_for_login(config: &McpServerConfig, shutdown: &CancellationToken) -> bool {
-    #[cfg(feature = "mcp-http")]
-    let file = crate::oauth::token_file(config);
-    #[cfg(not(feature = "mcp-http"))]
-    let file: Option<std::path::PathBuf> = {
-        let _ = config;
-        None
-    };
-    let modified = || {
-        #[cfg(feature = "mcp-http")]
-        return file.as_ref().and_then(|f| f.modified());
-        #[cfg(not(feature = "mcp-http"))]
-        return file.as_ref().and(None::<SystemTime>);
-    };
-    let seen = modified();
+    let seen = token_file_time(config);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return false,
             _ = tokio::time::sleep(LOGIN_POLL) => {}
         }
-        let now = modified();
+        let now = token_file_time(config);
         if now.is_some() && now != seen {
             return true;
         }
+    }
+}
+
+/// When the server's token file last changed (`None`: no file, or no
+/// OAuth in this build).
+fn token_file_time(config: &McpServerConfig) -> Option<SystemTime> {
+    #[cfg(feature = "mcp-http")]
+    return crate::oauth::token_file(config).and_then(|file| file.modified());
+    #[cfg(not(feature = "mcp-http"))]
+    {
+        let _ = config;
+        None
     }
 }
 
