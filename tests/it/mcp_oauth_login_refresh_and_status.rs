@@ -190,6 +190,17 @@ async fn login_while_running_then_calls_refresh_and_status() {
         0,
         "the daemon sends nothing without a token"
     );
+    log.wait_for(
+        "mcp server remote (http): needs an OAuth login: run `quiver mcp login remote`",
+        Duration::from_secs(10),
+    );
+    let shown = quiver_tests::quiver(&["status", "--config", quiver_tests::arg(&config)]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("needs_login waiting for an OAuth login (run `quiver mcp login remote`)")
+            && shown.contains("oauth: not logged in; run `quiver mcp login remote`"),
+        "{shown}"
+    );
 
     // The login, as a user would do it from another terminal.
     let (login, authorize) = start_login(&config, "remote", &[]);
