@@ -379,21 +379,39 @@ async fn logins_refuse_wrong_servers_forged_state_denials_and_silence() {
     );
     assert!(!file.exists());
 
-    // `oauth` belongs to `url` servers; the error names key and line.
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
-        "mcp_servers:\n  local:\n    command: x\n    oauth:\n      client_id: abc\n",
-    )
-    .unwrap();
-    let out = quiver_tests::quiver(&["config", "check", quiver_tests::arg(&bad)]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && stderr.contains("mcp_servers.local.oauth")
-            && stderr.contains(":5:"),
-        "{stderr}"
-    );
+    // Bad `oauth` settings: each error names the file, line, key and fix.
+    let url_server = "mcp_servers:\n  r:\n    url: http://127.0.0.1:1/mcp\n";
+    for (text, expected) in [
+        (
+            "mcp_servers:\n  local:\n    command: x\n    oauth:\n      client_id: abc\n".to_owned(),
+            ":5:7: `mcp_servers.local.oauth`: OAuth is for `url` (Streamable HTTP) servers",
+        ),
+        (
+            format!("{url_server}    headers: {{Authorization: \"Bearer x\"}}\n    oauth: true\n"),
+            ":4:30: `mcp_servers.r.headers.Authorization`: an `oauth` server sends its own Authorization header",
+        ),
+        (
+            format!("{url_server}    oauth:\n      scopes: [read, \"two words\"]\n"),
+            ":5:22: `mcp_servers.r.oauth.scopes[1]`: `two words` is not a scope name",
+        ),
+        (
+            format!("{url_server}    oauth: yes please\n"),
+            "`mcp_servers.r.oauth`: wrong type: expected a map, found `yes please`; allowed: true, false or a map with keys client_id, scopes",
+        ),
+        (
+            format!("{url_server}    oauth:\n      client: x\n"),
+            "`mcp_servers.r.oauth.client`: unknown key `client`; did you mean `client_id`?",
+        ),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, &text).unwrap();
+        let out = quiver_tests::quiver(&["config", "check", quiver_tests::arg(&bad)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{text}: {stderr}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -646,6 +646,18 @@ fn oauth(
             "OAuth is for `url` (Streamable HTTP) servers; a `command` server takes `env`".into(),
         ));
     }
+    if let Some((header, value)) = server
+        .headers
+        .iter()
+        .flatten()
+        .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(ctx.error(
+            value,
+            &format!("headers.{header}"),
+            "an `oauth` server sends its own Authorization header; leave this one out".into(),
+        ));
+    }
     let mut config = OAuthConfig::default();
     if let Some(map) = map {
         if let Some(id) = &map.client_id {
