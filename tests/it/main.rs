@@ -87,6 +87,7 @@ mod mcp_changed_tool_definitions_are_quarantined;
 mod mcp_config_errors_name_server_and_key;
 mod mcp_http_server_list_and_call;
 mod mcp_malformed_schemas_are_normalised_or_skipped;
+mod mcp_oauth_login_refresh_and_status;
 mod mcp_reloaded_server_keeps_its_pins;
 mod mcp_server_crash_reconnects;
 mod mcp_server_instructions_rank_its_tools;

@@ -632,7 +632,12 @@ fn prepare(
         plugin_options,
         plugin_dirs: config.plugins.dirs.clone(),
         watcher,
-        mcp_servers: config.mcp_servers.values().cloned().collect(),
+        // OAuth servers keep their tokens under the state directory.
+        mcp_servers: config
+            .mcp_servers
+            .values()
+            .map(|server| server.clone().with_state_dir(parts.state_dir))
+            .collect(),
     };
     let applied = Applied {
         config: Arc::new(config),

@@ -178,21 +178,24 @@ fn connect_error(server: &str, error: impl std::fmt::Display) -> McpError {
     }
 }
 
+/// The status view of an OAuth server's login, kept current by the
+/// connection's credential store.
+pub type LoginView = Arc<std::sync::Mutex<quiver_tool::status::OAuthLogin>>;
+
 /// Opens the transport and runs the MCP handshake (no timeout here: the
-/// supervisor bounds the whole attempt by `connect_timeout_s`).
+/// supervisor bounds the whole attempt by `connect_timeout_s`). An OAuth
+/// server's login is kept current in `login`.
 pub async fn connect(
     config: &McpServerConfig,
     list_changed: Arc<Notify>,
     progress: ProgressDispatcher,
     notices: broadcast::Sender<ResourceNotice>,
+    login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
-    let server = config.name.as_str();
-    let client = QuiverClient::new(server, list_changed, progress, notices);
+    let client = QuiverClient::new(config.name.as_str(), list_changed, progress, notices);
     match &config.transport {
         McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
-        McpTransportConfig::Http { url, headers } => {
-            connect_http(server, url, headers, client).await
-        }
+        McpTransportConfig::Http { .. } => connect_http(config, client, login).await,
     }
 }
 
@@ -228,13 +231,17 @@ async fn connect_stdio(
 
 #[cfg(feature = "mcp-http")]
 async fn connect_http(
-    server: &str,
-    url: &str,
-    headers: &std::collections::BTreeMap<String, String>,
+    config: &McpServerConfig,
     client: QuiverClient,
+    login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let server = config.name.as_str();
+    let McpTransportConfig::Http { url, headers } = &config.transport else {
+        return Err(connect_error(server, "not a Streamable HTTP server"));
+    };
 
     let mut custom = std::collections::HashMap::new();
     for (name, value) in headers {
@@ -245,13 +252,34 @@ async fn connect_http(
         value.set_sensitive(true);
         custom.insert(header, value);
     }
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom),
-    );
-    let running = client
-        .serve(transport)
-        .await
-        .map_err(|e| connect_error(server, e))?;
+    let transport_config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let running = if config.oauth.is_some() {
+        let http = super::oauth::authorized_client(config, url, login).await?;
+        client
+            .serve(StreamableHttpClientTransport::with_client(
+                http,
+                transport_config,
+            ))
+            .await
+            .map_err(|e| {
+                // The token was refused even after a refresh: a new login
+                // is needed, not a retry.
+                if e.is_authorization_required() {
+                    McpError::NeedsLogin {
+                        server: server.to_owned(),
+                        command: super::oauth::login_command(server),
+                    }
+                } else {
+                    connect_error(server, e)
+                }
+            })?
+    } else {
+        client
+            .serve(StreamableHttpClientTransport::from_config(transport_config))
+            .await
+            .map_err(|e| connect_error(server, e))?
+    };
     Ok(Connection {
         running,
         #[cfg(feature = "mcp-stdio")]
@@ -261,13 +289,12 @@ async fn connect_http(
 
 #[cfg(not(feature = "mcp-http"))]
 async fn connect_http(
-    server: &str,
-    _url: &str,
-    _headers: &std::collections::BTreeMap<String, String>,
+    config: &McpServerConfig,
     _client: QuiverClient,
+    _login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
     Err(McpError::Unsupported {
-        server: server.to_owned(),
+        server: config.name.clone(),
         transport: "http",
         feature: "mcp-http",
     })

@@ -485,6 +485,20 @@ impl McpHost {
                 })
             }
             Ok(Ok(result)) => map_result(server, tool, result),
+            Ok(Err(error)) if slot.config.oauth.is_some() && error.is_authorization_required() => {
+                // No token the server accepts (a logout, a revoked token,
+                // a refresh refused): the session ends and the reconnect
+                // waits for a login.
+                slot.login_refused.notify_one();
+                Err(McpCallError::NotConnected {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    state: ServerState::NeedsLogin {
+                        command: format!("quiver mcp login {server}"),
+                    }
+                    .describe(),
+                })
+            }
             Ok(Err(error)) => Err(service_error(server, tool, error)),
         }
     }

@@ -12,6 +12,8 @@
 //! - [`supervisor`]: the per-server task: connect, refresh on
 //!   `notifications/tools/list_changed`, reconnect with capped backoff;
 //! - [`host`]: every configured server, its state, and calls;
+//! - [`oauth`]: OAuth sign-in of Streamable HTTP servers: token files,
+//!   the refreshing credential store, discovery and the login flow;
 //! - [`status`]: the state view that `tool_search` and `quiver status` read.
 //!
 //! Startup never waits for a server: [`McpHost::start`] spawns one tokio
@@ -24,6 +26,8 @@ use std::time::Duration;
 pub mod config;
 pub mod connection;
 pub mod executor;
+#[cfg(feature = "mcp-http")]
+pub mod oauth;
 mod resources;
 pub mod result;
 pub mod schema;
@@ -34,7 +38,7 @@ pub mod supervisor;
 
 pub mod host;
 
-pub use config::{McpServerConfig, McpTransportConfig, ToolFilter};
+pub use config::{McpServerConfig, McpTransportConfig, OAuthConfig, ToolFilter};
 pub use executor::McpExecutor;
 pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
@@ -71,6 +75,15 @@ pub enum McpError {
         server: String,
         /// The limit.
         timeout_s: u64,
+    },
+    /// An OAuth server has no usable token (none stored, or expired and
+    /// not refreshable); it waits for a login instead of retrying.
+    #[error("server `{server}` needs an OAuth login: run `{command}`")]
+    NeedsLogin {
+        /// The server.
+        server: String,
+        /// The command that logs in.
+        command: String,
     },
     /// `tools/list` failed.
     #[error("server `{server}`: cannot list tools: {detail}")]

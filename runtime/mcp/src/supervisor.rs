@@ -111,10 +111,26 @@ pub(crate) struct Slot {
     /// Where the server's notices about its resources and prompts go
     /// (shared by every server of a host).
     pub(crate) notices: broadcast::Sender<ResourceNotice>,
+    /// An OAuth server's login as status shows it (`None`: no OAuth).
+    login: Option<connection::LoginView>,
+    /// Woken when the server refused a request for want of a token (a
+    /// logout, a revoked or unrefreshable token): the session ends, and
+    /// the reconnect finds whether a login is needed.
+    pub(crate) login_refused: Notify,
 }
 
 /// The states a server's `quiver_mcp_server_state` gauge has a series for.
-const STATE_NAMES: [&str; 5] = ["disabled", "connecting", "ready", "failed", "stopped"];
+const STATE_NAMES: [&str; 6] = [
+    "disabled",
+    "connecting",
+    "ready",
+    "failed",
+    "needs_login",
+    "stopped",
+];
+
+/// How often a server waiting for an OAuth login looks at its token file.
+const LOGIN_POLL: Duration = Duration::from_secs(1);
 
 impl Slot {
     pub(crate) fn new(
@@ -127,6 +143,10 @@ impl Slot {
         } else {
             ServerState::Disabled
         };
+        #[cfg(feature = "mcp-http")]
+        let login = crate::oauth::current_login(&config);
+        #[cfg(not(feature = "mcp-http"))]
+        let login = None;
         let slot = Slot {
             config,
             state: Mutex::new(state.clone()),
@@ -138,6 +158,8 @@ impl Slot {
             changes,
             interest: Interest::default(),
             notices,
+            login,
+            login_refused: Notify::new(),
         };
         slot.record_state(&state);
         slot
@@ -191,6 +213,10 @@ impl Slot {
             state: self.state(),
             reconnects: self.reconnects.load(Ordering::Relaxed),
             quarantined: self.quarantined.load(Ordering::Relaxed),
+            oauth: self
+                .login
+                .as_ref()
+                .map(|login| login.lock().unwrap_or_else(PoisonError::into_inner).clone()),
         }
     }
 
@@ -327,6 +353,7 @@ async fn connect_and_list(
         list_changed,
         slot.progress.clone(),
         slot.notices.clone(),
+        slot.login.clone(),
     )
     .await?;
     let specs = connection::list_tools(config, &connection.peer()).await?;
@@ -384,6 +411,16 @@ pub(crate) async fn run(
                 tracing::warn!(server = %server, "MCP server connection closed; its tools left the catalog; reconnecting");
                 "the connection closed".to_owned()
             }
+            Ok(Err(McpError::NeedsLogin { command, .. })) => {
+                // Retrying cannot help: wait for a login to write tokens.
+                tracing::warn!(server = %server, "MCP server needs an OAuth login: run `{command}`; waiting for it");
+                slot.set_state(ServerState::NeedsLogin { command });
+                if !wait_for_login(&slot.config, &shutdown).await {
+                    break;
+                }
+                tracing::info!(server = %server, "OAuth tokens changed; connecting");
+                continue;
+            }
             Ok(Err(error)) => error.to_string(),
             Err(_) => McpError::ConnectTimeout {
                 server: server.clone(),
@@ -410,6 +447,35 @@ pub(crate) async fn run(
     slot.integrity().last = None;
     registry.remove_source(&source);
     slot.set_state(ServerState::Stopped);
+}
+
+/// Waits until the server's token file changes (a login, from `quiver mcp
+/// login` in another process); `false` on shutdown. A look at the file's
+/// time each [`LOGIN_POLL`] is all it costs.
+async fn wait_for_login(config: &McpServerConfig, shutdown: &CancellationToken) -> bool {
+    let seen = token_file_time(config);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(LOGIN_POLL) => {}
+        }
+        let now = token_file_time(config);
+        if now.is_some() && now != seen {
+            return true;
+        }
+    }
+}
+
+/// When the server's token file last changed (`None`: no file, or no
+/// OAuth in this build).
+fn token_file_time(config: &McpServerConfig) -> Option<SystemTime> {
+    #[cfg(feature = "mcp-http")]
+    return crate::oauth::token_file(config).and_then(|file| file.modified());
+    #[cfg(not(feature = "mcp-http"))]
+    {
+        let _ = config;
+        None
+    }
 }
 
 /// Serves a connected session until it closes or shutdown.
@@ -441,6 +507,13 @@ async fn serve(
             _ = &mut waiting => {
                 // The transport closed (the child exited or the stream
                 // dropped); the group is killed when it is dropped here.
+                return Ended::Closed;
+            }
+            _ = slot.login_refused.notified() => {
+                tracing::warn!(server = %slot.config.name, "the server refused the OAuth token; reconnecting to see whether a login is needed");
+                slot.set_peer(None);
+                cancel.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut waiting).await;
                 return Ended::Closed;
             }
             _ = list_changed.notified() => {

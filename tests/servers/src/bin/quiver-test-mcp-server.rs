@@ -57,6 +57,10 @@
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
+//!
+//! With `--http ADDR --oauth`, `/mcp` needs a bearer token that the OAuth
+//! authorization server this process runs beside it issued (see
+//! `oauth_server.rs`); tokens live `--oauth-token-lifetime-s` seconds.
 
 // `say` sends MCP log messages, deprecated by SEP-2577 but still sent by
 // servers of the earlier protocol versions, which Quiver must keep hearing.
@@ -85,6 +89,9 @@ use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequest
 use rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "../oauth_server.rs"]
+mod oauth_server;
 
 /// A 1x1 transparent PNG, base64.
 const PNG_1X1: &str =
@@ -115,6 +122,13 @@ struct Args {
     /// HTTP only: refuse requests without this header (`NAME=VALUE`).
     #[arg(long)]
     require_header: Option<String>,
+    /// HTTP only: protect `/mcp` with OAuth, this process being the
+    /// authorization server.
+    #[arg(long)]
+    oauth: bool,
+    /// With `--oauth`: how long an access token lives.
+    #[arg(long, default_value_t = 3600)]
+    oauth_token_lifetime_s: u64,
     /// Write this line to stderr at start.
     #[arg(long)]
     stderr: Option<String>,
@@ -865,6 +879,12 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
         )));
     }
     let required = server.args.require_header.clone();
+    let oauth = server.args.oauth.then(|| {
+        oauth_server::Authority::new(
+            format!("http://{local}"),
+            server.args.oauth_token_lifetime_s,
+        )
+    });
     let service: StreamableHttpService<TestServer, LocalSessionManager> =
         StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -895,6 +915,9 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
                 }
             },
         ));
+    }
+    if let Some(authority) = oauth {
+        router = authority.router(router);
     }
     println!("http://{local}/mcp");
     let _ = std::io::stdout().flush();
