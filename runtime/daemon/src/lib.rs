@@ -16,6 +16,7 @@ pub mod head_limits;
 pub mod http;
 pub mod jsonrpc;
 pub mod locks;
+pub mod savings;
 pub mod settings;
 pub mod startup;
 pub mod stdio;
@@ -353,6 +354,8 @@ pub struct Daemon {
     persister: std::sync::Mutex<Option<JoinHandle<()>>>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
     turn_items: turn_stream::TurnItems,
+    /// Savings and activity totals over the daemon's life.
+    savings: Arc<savings::Series>,
 }
 
 /// What one config builds, swapped whole on a reload: a request or turn
@@ -717,7 +720,12 @@ impl Daemon {
         ));
         let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
         let config_capacity = feed_config.capacity;
-        let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
+        let persister = tokio::spawn(persist_events(
+            feed.clone(),
+            store.clone(),
+            records.clone(),
+            approvals.clone(),
+        ));
         tokio::spawn(announce_definition_changes(
             mcp.subscribe_integrity(),
             feed.clone(),
@@ -742,6 +750,7 @@ impl Daemon {
             records,
             // Deltas come many to an answer: room for several answers.
             turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
+            savings: savings::Series::start(),
         });
         daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);
@@ -1012,6 +1021,11 @@ impl Daemon {
     /// Pending approvals (when no other approver was given).
     pub fn approvals(&self) -> &ApprovalQueue {
         &self.approvals
+    }
+
+    /// Savings and activity totals over the daemon's life (see [`savings`]).
+    pub fn savings(&self) -> &savings::Series {
+        &self.savings
     }
 
     /// The process-wide activity feed.
@@ -1681,17 +1695,24 @@ enum Origin {
 
 /// Writes every event of the feed to the activity log, then passes it on
 /// with its log id (so a stream can replay the log and go on live without
-/// gaps or repeats).
+/// gaps or repeats). The outcome of a call that waited for approval says
+/// who answered it.
 async fn persist_events(
     feed: Arc<ActivityFeed>,
     store: Arc<Store>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+    approvals: ApprovalQueue,
 ) {
     let mut events = feed.subscribe_all();
     loop {
         match events.recv().await {
             Ok(event) => {
                 let mut record = EventRecord::from_event(&event);
+                if event.call_id != 0 && event.status.is_final() {
+                    record.answered_by = approvals
+                        .answer_for_call(event.call_id)
+                        .map(|answer| answer.answered_by);
+                }
                 match store.record_event(&record) {
                     Ok(id) => record.id = id,
                     Err(error) => tracing::warn!(%error, "activity event not stored"),
@@ -1741,6 +1762,7 @@ async fn announce_definition_changes(
                     status,
                     duration: std::time::Duration::ZERO,
                     detail: Some(detail),
+                    result: None,
                 });
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
