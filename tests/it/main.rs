@@ -64,6 +64,7 @@ mod daemon_search_loop_guard_ends_the_turn;
 mod daemon_session_grant_limits_tools;
 mod daemon_sessions_are_deleted_and_switched;
 mod daemon_stops_promptly_on_sigterm;
+mod daemon_turn_reads_attached_resources_and_prompts;
 mod daemon_turns_stream_as_they_happen;
 mod dispatch_approval_times_out_and_denies;
 mod dispatch_bridge_calls_are_recorded_without_tool_hooks;

@@ -48,6 +48,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::attachments::AttachmentError;
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::console::{self, ConsoleSessions, CookieSession};
 use super::gateway::{GatewayHandler, GatewayIdentity};
@@ -111,7 +112,12 @@ impl From<DaemonError> for ApiError {
     fn from(error: DaemonError) -> ApiError {
         let status = match &error {
             DaemonError::UnknownSession(_) => StatusCode::NOT_FOUND,
-            DaemonError::UnknownModel { .. }
+            DaemonError::Attachment(AttachmentError::Upstream(
+                quiver_mcp::McpCallError::Protocol { .. },
+            )) => StatusCode::BAD_REQUEST,
+            DaemonError::Attachment(AttachmentError::Upstream(_)) => StatusCode::BAD_GATEWAY,
+            DaemonError::Attachment(_)
+            | DaemonError::UnknownModel { .. }
             | DaemonError::BadRequest(_)
             | DaemonError::UnknownGrant { .. }
             | DaemonError::Scope(_)
@@ -825,7 +831,14 @@ async fn get_messages(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PostMessage {
+    #[serde(default)]
     content: String,
+    /// MCP resources to read into the message (gateway names).
+    #[serde(default)]
+    resources: Vec<String>,
+    /// An MCP prompt to render at its start.
+    #[serde(default)]
+    prompt: Option<super::attachments::PromptRequest>,
 }
 
 #[derive(Deserialize, Default)]
@@ -845,20 +858,28 @@ async fn post_message(
     let Path(id) = path?;
     let Query(query) = query?;
     let message: PostMessage = object_body(body)?;
-    if message.content.trim().is_empty() {
+    let attachments = super::attachments::Attachments {
+        resources: message.resources,
+        prompt: message.prompt,
+    };
+    if message.content.trim().is_empty() && attachments.prompt.is_none() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            "`content` is empty",
+            "`content` is empty (and no `prompt` is attached)",
         ));
     }
+    let content = state
+        .daemon
+        .compose_message(&id, message.content, &attachments)
+        .await?;
     if !query.stream {
-        let outcome = state.daemon.run_turn(&id, message.content).await?;
+        let outcome = state.daemon.run_turn(&id, content).await?;
         return Ok(Json(json!(outcome)).into_response());
     }
     // Subscribed before the turn starts, so that none of it is missed.
     let items = state.daemon.subscribe_turns();
-    let task = state.daemon.start_turn(&id, message.content)?;
+    let task = state.daemon.start_turn(&id, content)?;
     let events = TurnEvents {
         session: id,
         items: Some(items),

@@ -151,9 +151,7 @@ impl GatewayHandler {
         subscribed.map_err(|error| upstream_error(&error))
     }
 
-    /// Records a resource or prompt request in the client's session feed,
-    /// like a tool call: the method as the tool, what it named as the
-    /// arguments.
+    /// Records a resource or prompt request in the client's session feed.
     fn record(
         &self,
         context: &RequestContext<RoleServer>,
@@ -165,26 +163,9 @@ impl GatewayHandler {
         let Ok(identity) = self.identity(&context.extensions) else {
             return;
         };
-        let Ok(live) = self.session(&identity) else {
-            return;
-        };
-        let (status, detail) = match error {
-            None => (quiver_dispatch::feed::Status::Ok, None),
-            Some(error) => (
-                quiver_dispatch::feed::Status::Error,
-                Some(error.to_string()),
-            ),
-        };
-        let key = if method.starts_with("prompts/") {
-            "name"
-        } else {
-            "uri"
-        };
-        let event = quiver_dispatch::feed::Event::new(&live.session, method, status)
-            .arguments(&live.session, &serde_json::json!({ key: name }))
-            .duration(started.elapsed())
-            .detail(detail);
-        live.session.record(event);
+        if let Ok(live) = self.session(&identity) {
+            super::attachments::record_request(&live.session, method, name, started, error);
+        }
     }
 
     /// The server and its own URI of the resource (or template) a client

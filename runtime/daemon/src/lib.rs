@@ -8,6 +8,7 @@
 //! HTTP) showing each client the assembled view of its grant.
 
 pub mod api;
+pub mod attachments;
 pub mod auth;
 pub mod config;
 pub mod console;
@@ -106,6 +107,9 @@ pub enum DaemonError {
     /// No session has this id.
     #[error("no session `{0}`")]
     UnknownSession(String),
+    /// A resource or prompt attached to a message could not be read.
+    #[error(transparent)]
+    Attachment(#[from] attachments::AttachmentError),
     /// No model has this name.
     #[error("no model `{name}`; configured: {allowed}")]
     UnknownModel {
@@ -200,6 +204,7 @@ impl DaemonError {
             DaemonError::Scope(_) => "invalid_grant",
             DaemonError::Subagent(_) => "beyond_parent_grant",
             DaemonError::UnknownSession(_) => "unknown_session",
+            DaemonError::Attachment(e) => e.code(),
             DaemonError::UnknownModel { .. } => "unknown_model",
             DaemonError::NoModel(_) => "no_model",
             DaemonError::SessionModelGone { .. } => "session_model_gone",
