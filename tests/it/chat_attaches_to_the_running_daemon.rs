@@ -2,7 +2,8 @@
 //! that daemon through its API instead of starting its own runtime: the
 //! turn runs in the daemon (its live feed shows the chat's tool calls, its
 //! approval queue holds the chat's approval, answered from the chat's
-//! input), the text streams to stdout, and the session is the daemon's.
+//! input and recorded as answered by `quiver chat`), the text streams to
+//! stdout, and the session is the daemon's.
 //! Without a daemon, chat runs locally as before (the other chat tests).
 
 use quiver_tests::daemon;
@@ -92,6 +93,15 @@ async fn chat_runs_its_turns_in_the_running_daemon_and_answers_its_approvals() {
     assert!(stderr.contains(&format!("session {session}")), "{stderr}");
     let (_, approvals) = daemon.get("/v1/approvals").await;
     assert_eq!(approvals["approvals"], json!([]), "nothing left waiting");
+    assert_eq!(
+        approvals["answered"][0]["answered_by"], "quiver chat",
+        "{approvals}"
+    );
+    let outcome = fed
+        .iter()
+        .find(|(_, d)| d["tool"] == "run_command" && d["status"] == "ok")
+        .unwrap();
+    assert_eq!(outcome.1["answered_by"], "quiver chat", "{fed:?}");
     assert_eq!(
         daemon.stored_roles(&session).await,
         ["user", "assistant", "tool", "assistant"]

@@ -2,11 +2,14 @@
 //! WebDriver (chromedriver on loopback) against the real daemon and a
 //! scripted model. Signing in with the daemon's token opens the console; a
 //! turn's tool calls appear live in the activity feed with their real
-//! names and `via tool_call`; a pending `run_command` appears in the
-//! approvals and approving it lets the turn finish; the catalog's search
-//! box finds a deferred tool as `tool_search` does and describes it on
-//! click; the session's transcript shows the turn; signing out ends the
-//! session, after which the API refuses the browser.
+//! names, `via tool_call` and their results; a pending `run_command`
+//! appears in the approvals and approving it lets the turn finish; one
+//! another client answers through the API says who answered, there and in
+//! the feed; the catalog's search box finds a deferred tool as
+//! `tool_search` does and describes it on click; the session's transcript
+//! shows the turn; the Health page draws the savings charts and shows a
+//! plugin dropped into the watched directory as it loads; signing out
+//! ends the session, after which the API refuses the browser.
 //!
 //! Chromium and chromedriver must be installed (`.ci/run` installs them):
 //! without them the test fails and says so. With
@@ -169,6 +172,10 @@ async fn the_console_signs_in_shows_activity_approves_searches_and_signs_out() {
         {"match": "make the file", "steps": [
             {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo approved > made.txt && echo done"}}]},
             {"content": "result: {{last_tool_result}}"}
+        ]},
+        {"match": "make another file", "steps": [
+            {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo elsewhere > another.txt && echo also done"}}]},
+            {"content": "result: {{last_tool_result}}"}
         ]}
     ]);
     let model = ScriptedModel::start(&script, &[]);
@@ -214,6 +221,12 @@ async fn the_console_signs_in_shows_activity_approves_searches_and_signs_out() {
         "[...document.querySelectorAll('#feed li')].some(li => li.dataset.tool === 'tool_search')",
     )
     .await;
+    // Each call shows what the tool answered.
+    until(
+        &client,
+        "[...document.querySelectorAll('#feed li')].some(li => li.dataset.tool === 'word_count' && li.querySelector('details.result pre') && li.querySelector('details.result pre').textContent.includes('3'))",
+    )
+    .await;
     let outcome = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap();
     assert!(
         outcome["reply"].as_str().unwrap().starts_with("counted"),
@@ -249,7 +262,49 @@ async fn the_console_signs_in_shows_activity_approves_searches_and_signs_out() {
     );
     until(
         &client,
-        "document.querySelector('#approval-list li .answer').textContent.includes('approve')",
+        "document.querySelector('#approval-list li .answer').textContent.includes('Answered by console')",
+    )
+    .await;
+
+    // Another client answers through the API: the page says who.
+    let third = daemon.session(json!({})).await;
+    let turn = tokio::spawn({
+        let daemon = daemon.clone();
+        let session = third.clone();
+        async move { daemon.say(&session, "make another file").await }
+    });
+    until(
+        &client,
+        "[...document.querySelectorAll('#approval-list li pre')].some(p => p.textContent.includes('another.txt'))",
+    )
+    .await;
+    let (_, listed) = daemon.get(&format!("/v1/approvals?session={third}")).await;
+    let pending = &listed["approvals"][0];
+    let (status, answered) = daemon
+        .post(
+            &format!("/v1/approvals/{}", pending["id"]),
+            json!({"decision": "approve", "digest": pending["digest"], "client": "quiver chat"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answered}");
+    let outcome = tokio::time::timeout(WAIT, turn).await.unwrap().unwrap();
+    assert!(
+        outcome["reply"].as_str().unwrap().contains("also done"),
+        "{outcome}"
+    );
+    until(
+        &client,
+        &format!(
+            "[...document.querySelectorAll('#approval-list li')].some(li => li.dataset.id === '{}' && li.querySelector('.answer').textContent.includes('Answered by quiver chat (approve)'))",
+            pending["id"]
+        ),
+    )
+    .await;
+    screenshot(&client, "approvals-answered").await;
+    click(&client, "[data-tab=activity]").await;
+    until(
+        &client,
+        "[...document.querySelectorAll('#feed li')].some(li => li.dataset.tool === 'run_command' && li.dataset.status === 'ok' && li.innerText.includes('approval answered by quiver chat') && li.querySelector('details.result').textContent.includes('also done'))",
     )
     .await;
 
@@ -309,6 +364,34 @@ async fn the_console_signs_in_shows_activity_approves_searches_and_signs_out() {
     until(
         &client,
         "document.querySelectorAll('#health-servers li').length > 0 && document.querySelectorAll('#health-plugins li').length > 0",
+    )
+    .await;
+    // The savings charts, drawn from the daemon's series (several
+    // assemblies and calls by now).
+    until(
+        &client,
+        "document.querySelector('#chart-tokens svg polyline.series-with') && document.querySelector('#chart-tokens svg polyline.series-without') && document.querySelector('#chart-calls svg polyline') && document.querySelector('#chart-tokens svg title').textContent.includes('with tool search')",
+    )
+    .await;
+    // A plugin dropped into the watched directory shows up as it loads,
+    // without reloading the page.
+    until(
+        &client,
+        "document.getElementById('status-state').textContent === 'live'",
+    )
+    .await;
+    client
+        .execute("document.body.dataset.marker = 'same page';", vec![])
+        .await
+        .unwrap();
+    quiver_tests::install_plugin(
+        &quiver_tests::plugin_so("time"),
+        &fixture.plugins(),
+        "time.so",
+    );
+    until(
+        &client,
+        "document.querySelector('#health-plugins li[data-name=time]') && document.querySelector('#health-plugins li[data-name=time]').innerText.includes('generation') && document.body.dataset.marker === 'same page'",
     )
     .await;
     screenshot(&client, "health").await;

@@ -5,7 +5,10 @@
 //! that changes state by cookie needs its own origin; the cookie does not
 //! open `/mcp`; sign-out ends the session on the server. The console's
 //! search answers as the model's `tool_search` does, without recording a
-//! call.
+//! call. The sign-in and link lifetimes are settings. The Health page's
+//! status stream sends the plugins' state at once and again when a plugin
+//! is dropped into the watched directory; the savings series has the
+//! daemon's totals.
 
 use quiver_tests::daemon::{Fixture, TestDaemon};
 use reqwest::Method;
@@ -247,7 +250,10 @@ async fn the_startup_link_signs_in_once() {
     use std::io::{BufRead, BufReader};
 
     let fixture = Fixture::new();
-    let config = fixture.config("http://127.0.0.1:9", "");
+    let config = fixture.config(
+        "http://127.0.0.1:9",
+        "serve:\n  console_session_s: 600\n  console_link_s: 120\n",
+    );
     let mut command = quiver_tests::quiver_command();
     command
         .arg("serve")
@@ -269,6 +275,7 @@ async fn the_startup_link_signs_in_once() {
     let (origin, code) = link.split_once("/#once=").unwrap();
     assert!(first.contains(origin), "{first}");
     assert!(code.len() >= 32, "{link}");
+    assert!(second.contains("works once within 120 s"), "{second}");
 
     let http = reqwest::Client::new();
     let sign_in = || {
@@ -284,6 +291,7 @@ async fn the_startup_link_signs_in_once() {
         .unwrap()
         .to_owned();
     assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("Max-Age=600"), "{cookie}");
     let cookie = cookie.split(';').next().unwrap().to_owned();
     let response = http
         .get(format!("{origin}/v1/health"))
@@ -296,4 +304,67 @@ async fn the_startup_link_signs_in_once() {
     let response = sign_in().await.unwrap();
     assert!(response.headers().get("set-cookie").is_none());
     assert_eq!(json_error(response).await, (401, "unauthorized".into()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_stream_shows_a_plugin_dropped_in_and_savings_have_totals() {
+    use quiver_tests::daemon::read_named_events;
+    use std::time::Duration;
+
+    let fixture = Fixture::new();
+    let config = fixture.config("http://127.0.0.1:9", "");
+    let daemon = TestDaemon::start(&config, &fixture.state());
+    daemon.ready().await;
+
+    let names = |data: &Value| -> Vec<String> {
+        data["plugins"]["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let response = daemon.open_events("/v1/status/events").await;
+    let first = read_named_events(response, Duration::from_secs(30), |_, _| true).await;
+    let (name, data) = &first[0];
+    assert_eq!(name, "status");
+    assert_eq!(names(data), ["text"], "{data}");
+    assert!(data["mcp_servers"][0]["reconnects"].is_u64(), "{data}");
+
+    // A plugin dropped into the watched directory comes on the open stream.
+    let response = daemon.open_events("/v1/status/events").await;
+    quiver_tests::install_plugin(
+        &quiver_tests::plugin_so("time"),
+        &fixture.plugins(),
+        "time.so",
+    );
+    let events = read_named_events(response, Duration::from_secs(60), |_, data| {
+        names(data).contains(&"time".to_owned())
+    })
+    .await;
+    let (_, last) = events.last().unwrap();
+    assert!(names(last).contains(&"time".to_owned()), "{events:?}");
+    let time = last["plugins"]["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "time")
+        .unwrap();
+    assert!(time["generation"].as_u64().unwrap() >= 1, "{time}");
+    assert!(!time["tools"].as_array().unwrap().is_empty(), "{time}");
+
+    // The savings series: the start's assembly is counted.
+    let (status, savings) = daemon.get("/v1/savings").await;
+    assert_eq!(status, 200, "{savings}");
+    assert!(
+        !savings["points"].as_array().unwrap().is_empty(),
+        "{savings}"
+    );
+    let now = &savings["now"];
+    assert!(now["assemblies"].as_u64().unwrap() >= 1, "{savings}");
+    assert!(
+        now["tokens_without_tool_search"].as_u64().unwrap() > 0,
+        "{savings}"
+    );
+    assert!(now["tool_calls"].is_u64() && now["search_misses"].is_u64());
 }

@@ -2,6 +2,10 @@
 //! by the API with the real tool, its arguments and their digest; an
 //! answer for other arguments is refused; approving runs the command and
 //! the turn goes on; denying tells the model why without running anything.
+//! The daemon records who answered (the program that names itself with
+//! `client`, else `api`): the answer, a late second answer, the list of
+//! approvals and the call's outcome in the feed all say it, and the
+//! outcome's feed record carries the command's result.
 
 use quiver_tests::daemon;
 use quiver_tests::model;
@@ -70,13 +74,26 @@ async fn run_command_is_approved_or_denied_through_the_api() {
         (status, body["error"].as_str()),
         (409, Some("digest_mismatch"))
     );
-    let (status, _) = daemon
+    let (status, body) = daemon
         .post(
             &format!("/v1/approvals/{id}"),
-            json!({"decision": "approve", "digest": request["digest"]}),
+            json!({"decision": "approve", "digest": request["digest"], "client": "no/slashes"}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("bad_request")),
+        "{body}"
+    );
+    let (status, body) = daemon
+        .post(
+            &format!("/v1/approvals/{id}"),
+            json!({"decision": "approve", "digest": request["digest"], "client": "quiver chat"}),
         )
         .await;
     assert_eq!(status, 200);
+    assert_eq!(body["answered_by"], "quiver chat", "{body}");
+    assert!(body["answered_ms"].as_i64().unwrap() > 0, "{body}");
     let outcome = turn.await.unwrap();
     assert!(
         outcome["reply"].as_str().unwrap().contains("done"),
@@ -93,6 +110,36 @@ async fn run_command_is_approved_or_denied_through_the_api() {
         )
         .await;
     assert_eq!((status, body["error"].as_str()), (404, Some("not_pending")));
+    assert_eq!(
+        (&body["data"]["answered_by"], &body["data"]["decision"]),
+        (&json!("quiver chat"), &json!("approve")),
+        "a late answer learns who answered first: {body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("quiver chat"),
+        "{body}"
+    );
+    let (_, listed) = daemon.get("/v1/approvals").await;
+    assert_eq!(listed["answered"][0]["id"], id, "{listed}");
+    assert_eq!(listed["answered"][0]["answered_by"], "quiver chat");
+    assert_eq!(listed["answered"][0]["tool"], "run_command");
+    let approved = daemon
+        .events(
+            &format!("/v1/sessions/{session}/events?after=0"),
+            2,
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(approved[1]["status"], "ok", "{approved:?}");
+    assert_eq!(approved[1]["answered_by"], "quiver chat", "{approved:?}");
+    assert!(
+        approved[0]["answered_by"].is_null(),
+        "the waiting record was not answered yet: {approved:?}"
+    );
+    assert!(
+        approved[1]["result"].to_string().contains("done"),
+        "the feed carries what the command printed: {approved:?}"
+    );
 
     let session = daemon.session(json!({})).await;
     let turn = tokio::spawn({
@@ -130,4 +177,6 @@ async fn run_command_is_approved_or_denied_through_the_api() {
         .map(|e| e["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["awaiting_approval", "denied"]);
+    assert_eq!(events[1]["answered_by"], "api", "{events:?}");
+    assert!(events[1]["result"].is_null(), "a denied call has no result");
 }

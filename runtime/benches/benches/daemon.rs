@@ -185,6 +185,8 @@ fn bench(c: &mut Criterion) {
         status: quiver_dispatch::Status::Ok,
         duration_ms: 1,
         detail: None,
+        result: None,
+        answered_by: None,
         line: "read_file via tool_call  ok  1 ms".into(),
     };
     group.bench_function("record_event", |b| {

@@ -358,6 +358,8 @@ async fn answer_approval(daemon: &Attached, approval: &Value, answer: &str) {
     };
     let mut body = decision;
     body["digest"] = approval["digest"].clone();
+    // The daemon records who answered; the console shows it.
+    body["client"] = json!("quiver chat");
     let path = format!("/v1/approvals/{}", approval["id"]);
     if let Err(error) = daemon.call(reqwest::Method::POST, &path, Some(body)).await {
         eprintln!("(the answer was not taken: {error:#})");

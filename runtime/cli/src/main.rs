@@ -23,6 +23,7 @@ mod call_cli;
 mod chat_cli;
 mod chat_remote;
 mod example_server;
+mod mcp_cli;
 mod plugin_cli;
 mod serve_cli;
 mod status_cli;
@@ -56,6 +57,9 @@ enum Command {
     Plugin(plugin_cli::PluginCommand),
     /// Show the plugins, MCP servers and sessions (asking the running daemon, if any).
     Status(status_cli::StatusArgs),
+    /// MCP servers that sign in with OAuth: log in, log out.
+    #[command(subcommand)]
+    Mcp(mcp_cli::McpCommand),
     /// The live tool catalog: dump it, accept quarantined MCP tool definitions.
     #[command(subcommand)]
     Tools(tools_cli::ToolsCommand),
@@ -274,6 +278,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Status(args) => status_cli::run(args),
         Command::Call(args) => call_cli::run(args),
         Command::Tools(command) => tools_cli::run(command),
+        Command::Mcp(command) => mcp_cli::run(command),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,

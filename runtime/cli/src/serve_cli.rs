@@ -264,15 +264,17 @@ async fn serve_started(
         token_file: token_file.display().to_string(),
     }
     .write(&daemon_file)?;
-    let console = Arc::new(quiver_daemon::console::ConsoleSessions::default());
+    let console = Arc::new(quiver_daemon::console::ConsoleSessions::new(
+        &daemon.config().serve,
+    ));
     {
         // One write of both lines (formatted first: `write!` would write
         // piece by piece), so that a reader that takes the first line and
         // closes the pipe cannot make the second fail.
         let lines = format!(
-            "quiver listening on {url} (console {url}/, API {url}/v1, MCP gateway {url}/mcp); token in {}\nconsole sign-in link, works once within {} minutes: {url}/#once={}\n",
+            "quiver listening on {url} (console {url}/, API {url}/v1, MCP gateway {url}/mcp); token in {}\nconsole sign-in link, works once within {} s: {url}/#once={}\n",
             token_file.display(),
-            quiver_daemon::console::ONCE_LIFETIME.as_secs() / 60,
+            console.link_lifetime().as_secs(),
             console.one_time_code(),
         );
         let mut out = std::io::stdout().lock();

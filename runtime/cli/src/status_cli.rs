@@ -255,6 +255,7 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
             server["state"].as_str().unwrap_or_default(),
             describe(server)
         )?;
+        print_oauth(&mut out, server)?;
         print_integrity(&mut out, server)?;
     }
     // `/v1/status` gives `plugins: {plugins: [...], loaded_generations}`.
@@ -386,6 +387,41 @@ fn print_integrity(out: &mut impl Write, server: &Value) -> Result<()> {
             change["change"].as_str().unwrap_or_default()
         )?;
     }
+    Ok(())
+}
+
+/// An OAuth server's login: who, and when the access token expires
+/// (never a token).
+fn print_oauth(out: &mut impl Write, server: &Value) -> Result<()> {
+    let Ok(login) =
+        serde_json::from_value::<quiver_tool::status::OAuthLogin>(server["oauth"].clone())
+    else {
+        return Ok(());
+    };
+    if !login.logged_in {
+        return Ok(writeln!(
+            out,
+            "  oauth: not logged in; run `{}`",
+            login.login_command
+        )?);
+    }
+    let expiry = match login.expires_at {
+        Some(at) => format!(
+            ", access token expires {}{}",
+            crate::mcp_cli::timestamp(at),
+            if login.refreshable {
+                " (refreshed before then)"
+            } else {
+                " (no refresh token: log in again then)"
+            }
+        ),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "  oauth: logged in as {}{expiry}",
+        login.account.as_deref().unwrap_or("?")
+    )?;
     Ok(())
 }
 

@@ -30,6 +30,7 @@ async function api(method, path, body) {
   if (!response.ok) {
     const error = new Error((data && data.message) || response.statusText);
     error.code = data && data.error;
+    error.data = data && data.data;
     error.status = response.status;
     if (response.status === 401) showSignIn();
     throw error;
@@ -71,6 +72,8 @@ function show(tab) {
   if (tab === "sessions") refreshSessions();
   if (tab === "catalog") refreshCatalogViews();
   if (tab === "health") refreshHealth();
+  else closeStatusFeed();
+  if (tab !== "sessions") closeSessionFeed();
 }
 
 $("sign-in-form").addEventListener("submit", async (event) => {
@@ -97,6 +100,20 @@ for (const button of document.querySelectorAll("[data-tab]")) {
   button.addEventListener("click", () => show(button.dataset.tab));
 }
 
+// Left and right arrows move between the page buttons (Tab and Enter
+// work as everywhere); Home and End go to the first and last.
+$("tabs").addEventListener("keydown", (event) => {
+  const buttons = [...document.querySelectorAll("[data-tab]")];
+  const at = buttons.indexOf(document.activeElement);
+  if (at < 0) return;
+  const next = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: buttons.length - 1 }[event.key];
+  if (next === undefined) return;
+  event.preventDefault();
+  const button = buttons[(next + buttons.length) % buttons.length];
+  button.focus();
+  show(button.dataset.tab);
+});
+
 function startLive() {
   stopLive();
   openFeed();
@@ -110,6 +127,8 @@ function startLive() {
 function stopLive() {
   if (feed) feed.close();
   feed = null;
+  closeStatusFeed();
+  closeSessionFeed();
   for (const timer of timers) clearInterval(timer);
   timers = [];
 }
@@ -153,14 +172,26 @@ function addRecord(record) {
   head.append(el("span", "meta", "session " + record.session));
   head.append(el("span", "meta", new Date(record.time_ms).toLocaleTimeString()));
   item.append(head);
+  if (record.answered_by) head.append(el("span", "meta answered-by", "approval answered by " + record.answered_by));
   if (record.arguments && Object.keys(record.arguments).length) {
     item.append(el("pre", "arguments", pretty(record.arguments)));
   }
   if (record.detail) item.append(el("pre", "detail", record.detail));
+  if (record.result !== undefined && record.result !== null) item.append(resultBlock(record.result));
   filterOne(item);
   const list = $("feed");
   list.prepend(item);
   while (list.children.length > MAX_FEED) list.lastElementChild.remove();
+}
+
+// A call's result (redacted and cut by the daemon), folded when long so
+// the feed stays scannable; Enter or Space on the summary opens it.
+function resultBlock(result) {
+  const text = typeof result === "string" ? result : pretty(result);
+  const block = el("details", "result");
+  block.open = text.length <= 300;
+  block.append(el("summary", "", "result"), el("pre", "", text));
+  return block;
 }
 
 function filterOne(item) {
@@ -181,6 +212,14 @@ for (const id of ["filter-session", "filter-tool", "filter-status"]) {
 // ---- approvals ----
 
 const approvalsByCall = new Map();
+// Who answered each recent approval, by approval id (from the daemon).
+const answeredById = new Map();
+
+function answeredText(answered) {
+  if (!answered) return "Answered by another client";
+  const when = new Date(answered.answered_ms).toLocaleTimeString();
+  return `Answered by ${answered.answered_by} (${answered.decision.replaceAll("_", " ")}) at ${when}`;
+}
 // Approvals this page answered or saw answered elsewhere.
 const answeredHere = new Set();
 
@@ -192,6 +231,7 @@ async function refreshApprovals() {
     return;
   }
   const pending = data.approvals;
+  for (const answered of data.answered || []) answeredById.set(String(answered.id), answered);
   const count = $("approval-count");
   count.hidden = pending.length === 0;
   count.textContent = pending.length;
@@ -206,11 +246,11 @@ async function refreshApprovals() {
   }
   for (const card of [...list.children]) {
     if (!seen.has(card.dataset.id) && !card.classList.contains("answered")) {
-      // Answered by another client: say so, and how the call went.
+      // Answered by another client: say who, and how the call went.
       card.classList.add("answered");
       const status = callStatus.get(Number(card.dataset.call));
       card.querySelector(".answer").textContent =
-        "Answered by another client" + (status ? ` (call now ${status})` : "") + ".";
+        answeredText(answeredById.get(card.dataset.id)) + (status ? ` (call now ${status})` : "") + ".";
       for (const button of card.querySelectorAll("button")) button.disabled = true;
       setTimeout(() => card.remove(), 15000);
     }
@@ -248,14 +288,14 @@ async function answer(card, approval, decision) {
   for (const button of card.querySelectorAll("button")) button.disabled = true;
   try {
     // The digest pins the answer to the arguments shown here.
-    await api("POST", `/v1/approvals/${approval.id}`, { decision, digest: approval.digest });
+    const done = await api("POST", `/v1/approvals/${approval.id}`, { decision, digest: approval.digest });
     card.classList.add("answered");
-    card.querySelector(".answer").textContent = `Answered: ${decision.replaceAll("_", " ")}.`;
+    card.querySelector(".answer").textContent = `Answered by ${done.answered_by}: ${decision.replaceAll("_", " ")}.`;
     setTimeout(() => card.remove(), 5000);
   } catch (error) {
     card.classList.add("answered");
     card.querySelector(".answer").textContent = error.code === "not_pending"
-      ? "Another client answered first."
+      ? "Another client answered first: " + answeredText(error.data) + "."
       : `Not answered: ${error.message}`;
     if (error.code !== "not_pending") {
       card.classList.remove("answered");
@@ -312,7 +352,59 @@ async function refreshSessions() {
   }
 }
 
+// The open session's live feed: its turns' text as the model streams it,
+// and its tool calls as they happen, until the stored transcript is read
+// again.
+let sessionFeed = null;
+
+function closeSessionFeed() {
+  if (sessionFeed) sessionFeed.close();
+  sessionFeed = null;
+}
+
+function openSessionFeed(id) {
+  closeSessionFeed();
+  sessionFeed = new EventSource(`/v1/sessions/${encodeURIComponent(id)}/events`);
+  sessionFeed.addEventListener("message.delta", (event) => {
+    const data = JSON.parse(event.data);
+    if (typeof data.text !== "string") return;
+    let streaming = $("transcript").querySelector("li.streaming");
+    if (!streaming) {
+      streaming = el("li", "message streaming");
+      streaming.append(el("span", "role", "assistant"), el("span", "meta", " writing…"), el("pre", "", ""));
+      $("transcript").append(streaming);
+    }
+    streaming.querySelector("pre").textContent += data.text;
+  });
+  sessionFeed.addEventListener("message.done", (event) => {
+    const data = JSON.parse(event.data);
+    const streaming = $("transcript").querySelector("li.streaming");
+    if (streaming) streaming.remove();
+    $("transcript").append(messageItem(data.message));
+  });
+  sessionFeed.addEventListener("activity", (event) => {
+    const record = JSON.parse(event.data);
+    if (record.status === "awaiting_approval") return;
+    const item = el("li", "message tool-call");
+    item.append(el("span", "role", "tool call"), el("span", "tool", " " + record.tool), el("span", "status status-" + record.status, record.status));
+    if (record.result !== undefined && record.result !== null) item.append(resultBlock(record.result));
+    else if (record.detail) item.append(el("pre", "detail", record.detail));
+    $("transcript").append(item);
+  });
+}
+
+function messageItem(message) {
+  const item = el("li", "message");
+  item.append(el("span", "role", message.role));
+  if (typeof message.content === "string" && message.content) item.append(el("pre", "", message.content));
+  const rest = Object.assign({}, message);
+  for (const key of ["role", "content", "seq", "created_ms"]) delete rest[key];
+  if (Object.keys(rest).length) item.append(el("pre", "meta", pretty(rest)));
+  return item;
+}
+
 async function openTranscript(id) {
+  if (openSession !== id || !sessionFeed) openSessionFeed(id);
   openSession = id;
   $("session-view").hidden = false;
   $("session-id").textContent = id;
@@ -321,15 +413,7 @@ async function openTranscript(id) {
   if (data.session && data.session.model) $("session-model").value = data.session.model;
   const transcript = $("transcript");
   transcript.replaceChildren();
-  for (const message of data.messages) {
-    const item = el("li", "message");
-    item.append(el("span", "role", message.role));
-    if (typeof message.content === "string" && message.content) item.append(el("pre", "", message.content));
-    const rest = Object.assign({}, message);
-    for (const key of ["role", "content", "seq", "created_ms"]) delete rest[key];
-    if (Object.keys(rest).length) item.append(el("pre", "meta", pretty(rest)));
-    transcript.append(item);
-  }
+  for (const message of data.messages) transcript.append(messageItem(message));
 }
 
 $("new-session").addEventListener("submit", async (event) => {
@@ -349,6 +433,7 @@ $("send-message").addEventListener("submit", async (event) => {
   if (!openSession || !content.trim()) return;
   $("session-note").textContent = "Running the turn…";
   $("message").value = "";
+  $("transcript").append(messageItem({ role: "user", content }));
   try {
     await api("POST", `/v1/sessions/${encodeURIComponent(openSession)}/messages`, { content });
     $("session-note").textContent = "Turn done.";
@@ -373,6 +458,7 @@ $("session-delete").addEventListener("click", async () => {
   try {
     await api("DELETE", `/v1/sessions/${encodeURIComponent(openSession)}`);
     openSession = null;
+    closeSessionFeed();
     $("session-view").hidden = true;
   } catch (error) {
     $("session-note").textContent = error.message;
@@ -478,28 +564,22 @@ async function describe(name) {
 
 // The last reading of the tool-call counter, for calls per minute.
 let lastCalls = null;
-
-function metricSum(text, name) {
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    if (line.startsWith(name + "{") || line.startsWith(name + " ")) {
-      const value = Number(line.trim().split(/\s+/).pop());
-      if (!Number.isNaN(value)) sum += value;
-    }
-  }
-  return sum;
-}
+// The live status stream (plugins and MCP servers), open while the
+// Health page is shown.
+let statusFeed = null;
 
 async function refreshHealth() {
   const status = await api("GET", "/v1/status").catch(() => null);
   if (!status) return;
   const catalog = await api("GET", "/v1/catalog").catch(() => null);
-  const metrics = await fetch("/metrics", { credentials: "same-origin" }).then((r) => r.ok ? r.text() : "").catch(() => "");
-  const calls = metricSum(metrics, "quiver_tool_calls_total");
+  const savings = await api("GET", "/v1/savings").catch(() => null);
+  const now = savings ? savings.now : null;
   let perMinute = "…";
-  const now = Date.now();
-  if (lastCalls) perMinute = ((calls - lastCalls.calls) / ((now - lastCalls.at) / 60000)).toFixed(1);
-  lastCalls = { calls, at: now };
+  if (now && lastCalls && now.time_ms > lastCalls.time_ms) {
+    perMinute = ((now.tool_calls - lastCalls.tool_calls) / ((now.time_ms - lastCalls.time_ms) / 60000)).toFixed(1);
+  }
+  if (now) lastCalls = now;
+  const perAssembly = (total) => now && now.assemblies ? Math.round(total / now.assemblies) : "…";
   summary($("health-summary"), [
     ["Version", status.version],
     ["Uptime", `${status.uptime_s} s`],
@@ -507,31 +587,121 @@ async function refreshHealth() {
     ["Tokens with tool search", catalog ? catalog.tokens_with_tool_search : "?"],
     ["Tokens without", catalog ? catalog.tokens_without_tool_search : "?"],
     ["Saved", catalog ? `${catalog.saved_pct}%` : "?"],
-    ["Tool calls", calls],
+    ["Assemblies", now ? now.assemblies : "?"],
+    ["Per assembly, with / without", now ? `${perAssembly(now.tokens_with_tool_search)} / ${perAssembly(now.tokens_without_tool_search)}` : "?"],
+    ["Saved over the daemon's life", now ? now.tokens_without_tool_search - now.tokens_with_tool_search : "?"],
+    ["Tool calls", now ? now.tool_calls : "?"],
     ["Calls per minute", perMinute],
-    ["Searches", metricSum(metrics, "quiver_tool_search_queries_total")],
-    ["Search misses", metricSum(metrics, "quiver_tool_search_empty_results_total")],
+    ["Searches", now ? now.searches : "?"],
+    ["Search misses", now ? now.search_misses : "?"],
     ["Pending approvals", status.pending_approvals],
     ["Config generation", status.config.generation],
   ]);
+  if (savings) drawSavings([...savings.points, savings.now]);
+  renderStatus({ plugins: status.plugins, mcp_servers: status.mcp_servers });
+  if (!statusFeed) openStatusFeed();
+}
+
+// Plugins and MCP servers change as files are dropped in and servers come
+// and go: the daemon sends their state at once and on every change.
+function openStatusFeed() {
+  statusFeed = new EventSource("/v1/status/events");
+  statusFeed.addEventListener("status", (event) => {
+    renderStatus(JSON.parse(event.data));
+    $("status-state").textContent = "live";
+  });
+  statusFeed.addEventListener("error", () => { $("status-state").textContent = "reconnecting…"; });
+}
+
+function closeStatusFeed() {
+  if (statusFeed) statusFeed.close();
+  statusFeed = null;
+  $("status-state").textContent = "";
+}
+
+function renderStatus(status) {
   const plugins = $("health-plugins");
   plugins.replaceChildren();
   for (const plugin of status.plugins.plugins) {
     const item = el("li", "plugin");
+    item.dataset.name = plugin.name || plugin.file;
+    item.dataset.generation = plugin.generation;
     item.append(el("span", "tool", plugin.name || plugin.file));
     item.append(el("span", "meta", `v${plugin.version} · generation ${plugin.generation} · ${plugin.tools.length} tools`));
     item.append(el("span", "status status-" + (plugin.health === "healthy" ? "ok" : "error"), plugin.health));
+    if (plugin.tools.length) item.append(el("span", "meta tools", plugin.tools.join(", ")));
+    if (plugin.last_error) item.append(el("span", "error", "last error: " + plugin.last_error));
     plugins.append(item);
   }
   const servers = $("health-servers");
   servers.replaceChildren();
   for (const server of status.mcp_servers) {
     const item = el("li", "server");
+    item.dataset.name = server.name;
     item.append(el("span", "tool", server.name));
     item.append(el("span", "status status-" + (server.state === "ready" ? "ok" : "error"), server.state));
-    item.append(el("span", "meta", `${server.transport}${server.tools !== undefined ? " · " + server.tools + " tools" : ""}${server.error ? " · " + server.error : ""}`));
+    const parts = [server.transport];
+    if (server.tools !== undefined) parts.push(server.tools + " tools");
+    parts.push(`${server.reconnects || 0} reconnects`);
+    if (server.quarantined) parts.push(`${server.quarantined} quarantined`);
+    item.append(el("span", "meta", parts.join(" · ")));
+    if (server.error) item.append(el("span", "error", "last error: " + server.error));
     servers.append(item);
   }
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attributes, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+// The two charts of the Health page, drawn as SVG by this script (no
+// library, nothing fetched): tokens of tool definitions summed over the
+// daemon's life with and without tool search, and tool calls per minute
+// with search misses.
+function drawSavings(points) {
+  const times = points.map((p) => p.time_ms);
+  lineChart($("chart-tokens"), times, [
+    { label: "without tool search", cls: "series-without", values: points.map((p) => p.tokens_without_tool_search) },
+    { label: "with tool search", cls: "series-with", values: points.map((p) => p.tokens_with_tool_search) },
+  ], "tokens of tool definitions, summed");
+  const perMinute = points.map((p, i) => {
+    if (i === 0) return 0;
+    const minutes = (p.time_ms - points[i - 1].time_ms) / 60000;
+    return minutes > 0 ? (p.tool_calls - points[i - 1].tool_calls) / minutes : 0;
+  });
+  lineChart($("chart-calls"), times, [
+    { label: "tool calls per minute", cls: "series-with", values: perMinute },
+    { label: "search misses (total)", cls: "series-without", values: points.map((p) => p.search_misses) },
+  ], "calls and misses");
+}
+
+function lineChart(target, times, series, title) {
+  const width = 600, height = 200, left = 48, right = 8, top = 24, bottom = 22;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", class: "chart" });
+  const max = Math.max(1, ...series.flatMap((s) => s.values));
+  const start = Math.min(...times), end = Math.max(...times);
+  const x = (t) => left + (end > start ? (t - start) / (end - start) : 1) * (width - left - right);
+  const y = (v) => top + (1 - v / max) * (height - top - bottom);
+  chart.append(svg("title", {}, title + ": " + series.map((s) => `${s.label} ${Math.round(s.values[s.values.length - 1])}`).join(", ")));
+  chart.append(svg("line", { x1: left, y1: y(0), x2: width - right, y2: y(0), class: "axis" }));
+  chart.append(svg("line", { x1: left, y1: top, x2: left, y2: y(0), class: "axis" }));
+  chart.append(svg("text", { x: left - 4, y: top + 4, class: "label end" }, Math.round(max)));
+  chart.append(svg("text", { x: left - 4, y: y(0), class: "label end" }, 0));
+  chart.append(svg("text", { x: left, y: height - 6, class: "label" }, new Date(start).toLocaleTimeString()));
+  chart.append(svg("text", { x: width - right, y: height - 6, class: "label end" }, new Date(end).toLocaleTimeString()));
+  series.forEach((s, index) => {
+    const coordinates = s.values.map((v, i) => `${x(times[i]).toFixed(1)},${y(v).toFixed(1)}`);
+    chart.append(svg("polyline", { points: coordinates.join(" "), class: "series " + s.cls }));
+    const last = coordinates[coordinates.length - 1].split(",");
+    chart.append(svg("circle", { cx: last[0], cy: last[1], r: 3, class: "dot " + s.cls }));
+    chart.append(svg("text", { x: left + 8 + index * 200, y: 14, class: "label legend " + s.cls }, `${s.label}: ${Math.round(s.values[s.values.length - 1])}`));
+  });
+  target.replaceChildren(chart);
 }
 
 // ---- start ----

@@ -48,6 +48,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::attachments::AttachmentError;
 use super::auth::{self, CLIENT_TOKEN_PREFIX, Caller};
 use super::console::{self, ConsoleSessions, CookieSession};
 use super::gateway::{GatewayHandler, GatewayIdentity};
@@ -111,7 +112,12 @@ impl From<DaemonError> for ApiError {
     fn from(error: DaemonError) -> ApiError {
         let status = match &error {
             DaemonError::UnknownSession(_) => StatusCode::NOT_FOUND,
-            DaemonError::UnknownModel { .. }
+            DaemonError::Attachment(AttachmentError::Upstream(
+                quiver_mcp::McpCallError::Protocol { .. },
+            )) => StatusCode::BAD_REQUEST,
+            DaemonError::Attachment(AttachmentError::Upstream(_)) => StatusCode::BAD_GATEWAY,
+            DaemonError::Attachment(_)
+            | DaemonError::UnknownModel { .. }
             | DaemonError::BadRequest(_)
             | DaemonError::UnknownGrant { .. }
             | DaemonError::Scope(_)
@@ -238,7 +244,8 @@ pub fn router(
     any_host: bool,
     shutdown: CancellationToken,
 ) -> Router {
-    router_with_console(daemon, admin_token, any_host, shutdown, Arc::default())
+    let console = Arc::new(ConsoleSessions::new(&daemon.config().serve));
+    router_with_console(daemon, admin_token, any_host, shutdown, console)
 }
 
 /// As [`router`], with the console's sessions made by the caller (which
@@ -278,6 +285,8 @@ pub fn router_with_console(
         .route("/metrics", get(metrics_text))
         .route("/v1/health", get(health))
         .route("/v1/status", get(status))
+        .route("/v1/status/events", get(status_events))
+        .route("/v1/savings", get(savings))
         .route("/v1/reload", post(reload))
         .route("/v1/sessions", get(list_sessions).post(create_session))
         .route(
@@ -623,12 +632,13 @@ async fn sign_in(
     let id = state.console.start();
     let mut response = Json(json!({
         "signed_in": true,
-        "expires_in_s": console::SESSION_LIFETIME.as_secs(),
+        "expires_in_s": state.console.session_lifetime().as_secs(),
     }))
     .into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, console::session_cookie(&id));
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        console::session_cookie(&id, state.console.session_lifetime()),
+    );
     Ok(response)
 }
 
@@ -718,6 +728,53 @@ async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(state.daemon.status()?))
 }
 
+/// How often a status stream compares the plugins' and servers' state.
+const STATUS_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The plugins (generation, tools, health, last error) and MCP servers
+/// (state, reconnects, error) as `event: status`, at once and then each
+/// time they change (checked every [`STATUS_CHECK_EVERY`]), until the
+/// server stops: the console's Health page shows hot-reloads as they
+/// happen.
+async fn status_events(
+    State(state): State<ApiState>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let daemon = state.daemon.clone();
+    let mut ticks = tokio::time::interval(STATUS_CHECK_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stream = futures_util::stream::unfold(
+        (daemon, ticks, String::new()),
+        |(daemon, mut ticks, mut last)| async move {
+            loop {
+                ticks.tick().await;
+                let now = json!({
+                    "generation": daemon.registry().snapshot().generation(),
+                    "plugins": daemon.plugins().list_json(),
+                    "mcp_servers": daemon.mcp_status(),
+                })
+                .to_string();
+                if now != last {
+                    last.clone_from(&now);
+                    let event = SseEvent::default().event("status").data(now);
+                    return Some((Ok(event), (daemon, ticks, last)));
+                }
+            }
+        },
+    )
+    .take_until(state.shutdown.cancelled_owned());
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// The savings and activity totals over the daemon's life (see
+/// [`crate::savings`]), and the totals now.
+async fn savings(State(state): State<ApiState>) -> Json<Value> {
+    Json(json!({
+        "sample_every_s": crate::savings::SAMPLE_EVERY.as_secs(),
+        "points": state.daemon.savings().points(),
+        "now": crate::savings::Point::now(),
+    }))
+}
+
 async fn reload(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(json!(state.daemon.reload().await?)))
 }
@@ -774,7 +831,14 @@ async fn get_messages(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PostMessage {
+    #[serde(default)]
     content: String,
+    /// MCP resources to read into the message (gateway names).
+    #[serde(default)]
+    resources: Vec<String>,
+    /// An MCP prompt to render at its start.
+    #[serde(default)]
+    prompt: Option<super::attachments::PromptRequest>,
 }
 
 #[derive(Deserialize, Default)]
@@ -794,20 +858,28 @@ async fn post_message(
     let Path(id) = path?;
     let Query(query) = query?;
     let message: PostMessage = object_body(body)?;
-    if message.content.trim().is_empty() {
+    let attachments = super::attachments::Attachments {
+        resources: message.resources,
+        prompt: message.prompt,
+    };
+    if message.content.trim().is_empty() && attachments.prompt.is_none() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            "`content` is empty",
+            "`content` is empty (and no `prompt` is attached)",
         ));
     }
+    let content = state
+        .daemon
+        .compose_message(&id, message.content, &attachments)
+        .await?;
     if !query.stream {
-        let outcome = state.daemon.run_turn(&id, message.content).await?;
+        let outcome = state.daemon.run_turn(&id, content).await?;
         return Ok(Json(json!(outcome)).into_response());
     }
     // Subscribed before the turn starts, so that none of it is missed.
     let items = state.daemon.subscribe_turns();
-    let task = state.daemon.start_turn(&id, message.content)?;
+    let task = state.daemon.start_turn(&id, content)?;
     let events = TurnEvents {
         session: id,
         items: Some(items),
@@ -1403,7 +1475,55 @@ async fn list_approvals(
             })
         })
         .collect();
-    Ok(Json(json!({"approvals": pending})))
+    // Who answered the latest requests, newest first: a client that shows
+    // a request answered elsewhere says by whom.
+    let answered: Vec<_> = state
+        .daemon
+        .approvals()
+        .answered()
+        .into_iter()
+        .rev()
+        .filter(|a| query.session.as_deref().is_none_or(|s| s == a.session))
+        .take(ANSWERED_SHOWN)
+        .collect();
+    Ok(Json(json!({"approvals": pending, "answered": answered})))
+}
+
+/// Answered approvals `GET /v1/approvals` lists.
+const ANSWERED_SHOWN: usize = 50;
+
+/// Longest name an answering program may give itself (`client`).
+const MAX_CLIENT_NAME: usize = 64;
+
+/// Who answers through the API: the console (its cookie), the program
+/// that named itself with `client` (such as `quiver chat`), else `api`
+/// (the daemon's token); a gateway client by its name.
+fn answerer(caller: Option<&Caller>, cookie: bool, client: Option<&str>) -> ApiResult<String> {
+    if let Some(Caller::GatewayClient { name, .. }) = caller {
+        return Ok(format!("gateway client {name}"));
+    }
+    if cookie {
+        return Ok("console".to_owned());
+    }
+    match client.map(str::trim) {
+        None => Ok("api".to_owned()),
+        Some(name)
+            if !name.is_empty()
+                && name.chars().count() <= MAX_CLIENT_NAME
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || " -_.".contains(c)) =>
+        {
+            Ok(name.to_owned())
+        }
+        Some(name) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "`client` names the answering program: 1 to {MAX_CLIENT_NAME} letters, digits, spaces, `-`, `_` or `.`, not `{name}`"
+            ),
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -1420,15 +1540,24 @@ struct Answer {
     decision: DecisionWord,
     reason: Option<String>,
     digest: Option<String>,
+    /// The answering program's name for itself (`quiver chat`).
+    client: Option<String>,
 }
 
 async fn answer_approval(
     State(state): State<ApiState>,
+    caller: Option<axum::Extension<Caller>>,
+    cookie: Option<axum::Extension<CookieSession>>,
     path: Result<Path<u64>, PathRejection>,
     body: Result<Json<Answer>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
     let Json(answer) = body?;
+    let by = answerer(
+        caller.as_ref().map(|c| &c.0),
+        cookie.is_some(),
+        answer.client.as_deref(),
+    )?;
     let decision = match answer.decision {
         DecisionWord::Approve => Decision::Approve,
         DecisionWord::ApproveForSession => Decision::ApproveForSession,
@@ -1441,16 +1570,33 @@ async fn answer_approval(
     state
         .daemon
         .approvals()
-        .answer_checked(id, answer.digest.as_deref(), decision)
+        .answer_as(id, answer.digest.as_deref(), decision, &by)
         .map_err(|error| match error {
             AnswerError::NotPending(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_pending", error.to_string())
+            }
+            // Still `not_pending` (the request is gone), with who answered.
+            AnswerError::AnsweredAlready(ref first) => {
+                let mut api_error =
+                    ApiError::new(StatusCode::NOT_FOUND, "not_pending", error.to_string());
+                api_error.data = Some(json!(first));
+                api_error
             }
             AnswerError::DigestMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "digest_mismatch", error.to_string())
             }
         })?;
-    Ok(Json(json!({"id": id, "answered": true})))
+    let answered_ms = state
+        .daemon
+        .approvals()
+        .answered()
+        .iter()
+        .rev()
+        .find(|a| a.id == id)
+        .map(|a| a.answered_ms);
+    Ok(Json(
+        json!({"id": id, "answered": true, "answered_by": by, "answered_ms": answered_ms}),
+    ))
 }
 
 /// What `POST /v1/mcp/servers/{name}/accept` takes: the quarantined
@@ -1579,6 +1725,8 @@ mod tests {
             status: Status::Ok,
             duration_ms: 0,
             detail: None,
+            result: None,
+            answered_by: None,
             line: String::new(),
         }
     }

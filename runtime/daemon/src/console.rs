@@ -9,7 +9,8 @@
 //! `Host`, so that another site cannot make the browser act for it.
 //! `quiver serve` also prints a one-time sign-in link (`/#once=CODE`: the
 //! code stays in the fragment, which the browser never sends; the page
-//! posts it to sign-in), usable once within [`ONCE_LIFETIME`].
+//! posts it to sign-in), usable once. Both lifetimes are settings
+//! (`serve.console_session_s`, `serve.console_link_s`).
 
 use std::time::{Duration, Instant};
 
@@ -23,12 +24,6 @@ use super::auth;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "quiver_console";
-
-/// How long a console session lasts after sign-in.
-pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
-
-/// How long the one-time sign-in code printed at startup stays usable.
-pub const ONCE_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
 /// Most console sessions kept at once; signing in past that ends the one
 /// closest to its expiry, so sign-ins cannot grow the map without bound.
@@ -45,11 +40,22 @@ const APP_CSS: &str = include_str!("../console/app.css");
 
 /// The console's signed-in sessions: the sha256 of each cookie's id and
 /// when it expires.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ConsoleSessions {
     sessions: DashMap<String, Instant>,
     /// The digest of the one-time sign-in code and its expiry, until used.
     once: std::sync::Mutex<Option<(String, Instant)>>,
+    /// How long a session lasts after sign-in.
+    session_lifetime: Duration,
+    /// How long the one-time code stays usable.
+    link_lifetime: Duration,
+}
+
+impl Default for ConsoleSessions {
+    /// Sessions with the settings' default lifetimes.
+    fn default() -> Self {
+        ConsoleSessions::new(&crate::settings::ServeConfig::default())
+    }
 }
 
 /// A request authenticated by a console cookie: the digest of its id (in
@@ -58,6 +64,27 @@ pub struct ConsoleSessions {
 pub struct CookieSession(pub String);
 
 impl ConsoleSessions {
+    /// No sessions yet; lifetimes from `serve` (`console_session_s`,
+    /// `console_link_s`).
+    pub fn new(serve: &crate::settings::ServeConfig) -> ConsoleSessions {
+        ConsoleSessions {
+            sessions: DashMap::new(),
+            once: std::sync::Mutex::new(None),
+            session_lifetime: serve.console_session,
+            link_lifetime: serve.console_link,
+        }
+    }
+
+    /// How long a session lasts after sign-in.
+    pub fn session_lifetime(&self) -> Duration {
+        self.session_lifetime
+    }
+
+    /// How long the one-time sign-in code stays usable.
+    pub fn link_lifetime(&self) -> Duration {
+        self.link_lifetime
+    }
+
     /// Starts a session: returns the id for the cookie (the map keeps its
     /// digest only).
     pub fn start(&self) -> String {
@@ -76,7 +103,7 @@ impl ConsoleSessions {
         }
         let id = auth::random_hex(32);
         self.sessions
-            .insert(auth::digest(&id), now + SESSION_LIFETIME);
+            .insert(auth::digest(&id), now + self.session_lifetime);
         id
     }
 
@@ -98,7 +125,7 @@ impl ConsoleSessions {
     /// Makes the one-time sign-in code (replacing any earlier one).
     pub fn one_time_code(&self) -> String {
         let code = auth::random_hex(32);
-        *self.lock_once() = Some((auth::digest(&code), Instant::now() + ONCE_LIFETIME));
+        *self.lock_once() = Some((auth::digest(&code), Instant::now() + self.link_lifetime));
         code
     }
 
@@ -172,14 +199,15 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// The `Set-Cookie` value that gives the browser session `id`.
-pub fn session_cookie(id: &str) -> HeaderValue {
+/// The `Set-Cookie` value that gives the browser session `id` for
+/// `lifetime`.
+pub fn session_cookie(id: &str, lifetime: Duration) -> HeaderValue {
     let cookie = Cookie::build((COOKIE, id.to_owned()))
         .http_only(true)
         .same_site(SameSite::Strict)
         .path("/")
         .max_age(cookie::time::Duration::seconds(
-            SESSION_LIFETIME.as_secs() as i64
+            i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX),
         ))
         .build();
     header_value(&cookie)
@@ -249,6 +277,27 @@ mod tests {
     }
 
     #[test]
+    fn lifetimes_come_from_the_settings() {
+        let serve = crate::settings::ServeConfig {
+            console_session: Duration::from_secs(0),
+            console_link: Duration::from_secs(0),
+            ..Default::default()
+        };
+        let sessions = ConsoleSessions::new(&serve);
+        let id = sessions.start();
+        assert!(
+            sessions.check(&id).is_none(),
+            "a session outlived its lifetime"
+        );
+        let code = sessions.one_time_code();
+        assert!(!sessions.redeem(&code), "a link outlived its lifetime");
+        assert_eq!(
+            ConsoleSessions::default().session_lifetime(),
+            Duration::from_secs(43200)
+        );
+    }
+
+    #[test]
     fn the_one_time_code_works_once() {
         let sessions = ConsoleSessions::default();
         assert!(!sessions.redeem("anything"));
@@ -288,9 +337,13 @@ mod tests {
 
     #[test]
     fn the_cookie_is_http_only_strict_and_site_wide() {
-        let text = session_cookie("abc").to_str().unwrap().to_owned();
+        let text = session_cookie("abc", Duration::from_secs(600))
+            .to_str()
+            .unwrap()
+            .to_owned();
         for part in [
             "quiver_console=abc",
+            "Max-Age=600",
             "HttpOnly",
             "SameSite=Strict",
             "Path=/",

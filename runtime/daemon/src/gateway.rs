@@ -10,7 +10,11 @@
 //! Both notification paths of the protocol are served: clients that
 //! initialize a session (protocol versions before 2026-07-28) get the
 //! notification on their session; newer clients get it on the
-//! `subscriptions/listen` stream they open.
+//! `subscriptions/listen` stream they open. Resource subscriptions and the
+//! resource and prompt lists of upstream servers changing reach clients
+//! the same two ways ([`notices`]).
+
+mod notices;
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -22,7 +26,8 @@ use rmcp::model::{
     Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Reference, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ReadResourceResult, Reference, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -50,6 +55,8 @@ pub struct GatewayIdentity {
 pub struct GatewayHandler {
     daemon: Arc<Daemon>,
     identity: Arc<OnceLock<GatewayIdentity>>,
+    /// The session's `resources/subscribe` subscriptions.
+    subscriptions: notices::Subscriptions,
 }
 
 impl std::fmt::Debug for GatewayHandler {
@@ -68,6 +75,7 @@ impl GatewayHandler {
         GatewayHandler {
             daemon,
             identity: Arc::new(cell),
+            subscriptions: notices::Subscriptions::default(),
         }
     }
 
@@ -76,6 +84,7 @@ impl GatewayHandler {
         GatewayHandler {
             daemon,
             identity: Arc::new(OnceLock::new()),
+            subscriptions: notices::Subscriptions::default(),
         }
     }
 
@@ -120,6 +129,43 @@ impl GatewayHandler {
             format!("no prompt `{name}` in this client's grant (see prompts/list)"),
             None,
         ))
+    }
+
+    /// Subscribes the client to the resource it calls `uri` (in its grant),
+    /// recorded in its session's feed as `resources/subscribe`.
+    async fn subscribe(
+        &self,
+        context: &RequestContext<RoleServer>,
+        uri: &str,
+    ) -> Result<quiver_mcp::ResourceSubscription, ErrorData> {
+        let (server, own) = self.granted_resource(context, uri, resource_not_found)?;
+        let started = std::time::Instant::now();
+        let subscribed = self.daemon.mcp().subscribe_resource(server, own).await;
+        self.record(
+            context,
+            "resources/subscribe",
+            uri,
+            started,
+            subscribed.as_ref().err(),
+        );
+        subscribed.map_err(|error| upstream_error(&error))
+    }
+
+    /// Records a resource or prompt request in the client's session feed.
+    fn record(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        name: &str,
+        started: std::time::Instant,
+        error: Option<&quiver_mcp::McpCallError>,
+    ) {
+        let Ok(identity) = self.identity(&context.extensions) else {
+            return;
+        };
+        if let Ok(live) = self.session(&identity) {
+            super::attachments::record_request(&live.session, method, name, started, error);
+        }
     }
 
     /// The server and its own URI of the resource (or template) a client
@@ -227,6 +273,14 @@ fn tools_digest(daemon: &Daemon, live: &LiveSession) -> u64 {
     hasher.finish()
 }
 
+/// Completes once `peer`'s transport has closed (rmcp has no such future;
+/// looked at each second).
+async fn closed(peer: rmcp::Peer<RoleServer>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
 fn internal(error: &DaemonError) -> ErrorData {
     tracing::warn!(%error, "a gateway request failed");
     ErrorData::internal_error(error.to_string(), None)
@@ -318,7 +372,10 @@ impl ServerHandler for GatewayHandler {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_completions()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -346,21 +403,24 @@ impl ServerHandler for GatewayHandler {
             return;
         };
         let peer = context.peer.clone();
-        let closed = context.peer.clone();
         let watch = self.watch_tools(
-            identity,
+            identity.clone(),
             move || {
                 let peer = peer.clone();
                 async move { peer.notify_tool_list_changed().await.is_ok() }
             },
-            // rmcp has no "closed" future; a closed peer also fails `send`.
-            async move {
-                while !closed.is_transport_closed() {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                }
-            },
+            closed(context.peer.clone()),
         );
         tokio::spawn(watch);
+        if let Ok(live) = self.session(&identity) {
+            tokio::spawn(notices::forward(
+                self.daemon.mcp().resource_notices(),
+                live,
+                self.subscriptions.clone(),
+                notices::Audience::Session(context.peer.clone()),
+                closed(context.peer.clone()),
+            ));
+        }
     }
 
     fn accepted_subscription_filter(
@@ -371,18 +431,81 @@ impl ServerHandler for GatewayHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let identity = self.identity(&context.request_context().extensions)?;
+        let request = context.request_context();
+        let identity = self.identity(&request.extensions)?;
+        let accepted = context.accepted().clone();
         let sink = context.sink().clone();
-        let cancelled = context.request_context().ct.clone();
-        self.watch_tools(
-            identity,
-            move || {
-                let sink = sink.clone();
-                async move { sink.notify_tool_list_changed().await.is_ok() }
+        let cancelled = request.ct.clone();
+        // The stream's resources, held upstream while it lasts. The filter
+        // was acknowledged before this runs, so a resource that cannot be
+        // held is told in the log and the feed, and simply never updates.
+        let subscriptions = notices::Subscriptions::default();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            if let Ok(subscription) = self.subscribe(request, uri).await {
+                subscriptions
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(uri.clone(), subscription);
+            }
+        }
+        let tools_sink = sink.clone();
+        let tools = async {
+            if accepted.tools_list_changed == Some(true) {
+                let sink = tools_sink;
+                self.watch_tools(
+                    identity.clone(),
+                    move || {
+                        let sink = sink.clone();
+                        async move { sink.notify_tool_list_changed().await.is_ok() }
+                    },
+                    cancelled.clone().cancelled_owned(),
+                )
+                .await;
+            }
+        };
+        let live = self.session(&identity)?;
+        let notices = notices::forward(
+            self.daemon.mcp().resource_notices(),
+            live,
+            subscriptions,
+            notices::Audience::Stream {
+                sink,
+                resources_changed: accepted.resources_list_changed == Some(true),
+                prompts_changed: accepted.prompts_list_changed == Some(true),
             },
-            async move { cancelled.cancelled_owned().await },
-        )
-        .await;
+            cancelled.clone().cancelled_owned(),
+        );
+        // Until the client ends the stream (or is gone); a watch with
+        // nothing to do returns at once and must not end it.
+        tokio::join!(tools, notices, cancelled.cancelled());
+        Ok(())
+    }
+
+    #[allow(deprecated)] // the session path of the protocol versions before 2026-07-28
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let subscription = GatewayHandler::subscribe(self, &context, &request.uri).await?;
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(request.uri, subscription);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // the session path of the protocol versions before 2026-07-28
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Unsubscribing from what was never subscribed changes nothing.
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&request.uri);
         Ok(())
     }
 
@@ -447,12 +570,16 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let (server, uri) = self.granted_resource(&context, &request.uri, resource_not_found)?;
-        let read = self
-            .daemon
-            .mcp()
-            .read_resource(server, uri)
-            .await
-            .map_err(|error| upstream_error(&error))?;
+        let started = std::time::Instant::now();
+        let read = self.daemon.mcp().read_resource(server, uri).await;
+        self.record(
+            &context,
+            "resources/read",
+            &request.uri,
+            started,
+            read.as_ref().err(),
+        );
+        let read = read.map_err(|error| upstream_error(&error))?;
         // The contents name their URIs too: the gateway's names, so that a
         // client can read them again.
         let mut read = serde_json::to_value(read)
@@ -496,12 +623,20 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let (server, prompt) = self.granted_prompt(&context, &request.name).await?;
+        let started = std::time::Instant::now();
         let rendered = self
             .daemon
             .mcp()
             .get_prompt(&server, &prompt, request.arguments)
-            .await
-            .map_err(|error| upstream_error(&error))?;
+            .await;
+        self.record(
+            &context,
+            "prompts/get",
+            &request.name,
+            started,
+            rendered.as_ref().err(),
+        );
+        let rendered = rendered.map_err(|error| upstream_error(&error))?;
         Ok(rendered.into())
     }
 

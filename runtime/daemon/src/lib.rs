@@ -8,6 +8,7 @@
 //! HTTP) showing each client the assembled view of its grant.
 
 pub mod api;
+pub mod attachments;
 pub mod auth;
 pub mod config;
 pub mod console;
@@ -16,6 +17,7 @@ pub mod head_limits;
 pub mod http;
 pub mod jsonrpc;
 pub mod locks;
+pub mod savings;
 pub mod settings;
 pub mod startup;
 pub mod stdio;
@@ -105,6 +107,9 @@ pub enum DaemonError {
     /// No session has this id.
     #[error("no session `{0}`")]
     UnknownSession(String),
+    /// A resource or prompt attached to a message could not be read.
+    #[error(transparent)]
+    Attachment(#[from] attachments::AttachmentError),
     /// No model has this name.
     #[error("no model `{name}`; configured: {allowed}")]
     UnknownModel {
@@ -199,6 +204,7 @@ impl DaemonError {
             DaemonError::Scope(_) => "invalid_grant",
             DaemonError::Subagent(_) => "beyond_parent_grant",
             DaemonError::UnknownSession(_) => "unknown_session",
+            DaemonError::Attachment(e) => e.code(),
             DaemonError::UnknownModel { .. } => "unknown_model",
             DaemonError::NoModel(_) => "no_model",
             DaemonError::SessionModelGone { .. } => "session_model_gone",
@@ -353,6 +359,8 @@ pub struct Daemon {
     persister: std::sync::Mutex<Option<JoinHandle<()>>>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
     turn_items: turn_stream::TurnItems,
+    /// Savings and activity totals over the daemon's life.
+    savings: Arc<savings::Series>,
 }
 
 /// What one config builds, swapped whole on a reload: a request or turn
@@ -632,7 +640,12 @@ fn prepare(
         plugin_options,
         plugin_dirs: config.plugins.dirs.clone(),
         watcher,
-        mcp_servers: config.mcp_servers.values().cloned().collect(),
+        // OAuth servers keep their tokens under the state directory.
+        mcp_servers: config
+            .mcp_servers
+            .values()
+            .map(|server| server.clone().with_state_dir(parts.state_dir))
+            .collect(),
     };
     let applied = Applied {
         config: Arc::new(config),
@@ -712,7 +725,12 @@ impl Daemon {
         ));
         let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
         let config_capacity = feed_config.capacity;
-        let persister = tokio::spawn(persist_events(feed.clone(), store.clone(), records.clone()));
+        let persister = tokio::spawn(persist_events(
+            feed.clone(),
+            store.clone(),
+            records.clone(),
+            approvals.clone(),
+        ));
         tokio::spawn(announce_definition_changes(
             mcp.subscribe_integrity(),
             feed.clone(),
@@ -737,6 +755,7 @@ impl Daemon {
             records,
             // Deltas come many to an answer: room for several answers.
             turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
+            savings: savings::Series::start(),
         });
         daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);
@@ -1007,6 +1026,11 @@ impl Daemon {
     /// Pending approvals (when no other approver was given).
     pub fn approvals(&self) -> &ApprovalQueue {
         &self.approvals
+    }
+
+    /// Savings and activity totals over the daemon's life (see [`savings`]).
+    pub fn savings(&self) -> &savings::Series {
+        &self.savings
     }
 
     /// The process-wide activity feed.
@@ -1676,17 +1700,24 @@ enum Origin {
 
 /// Writes every event of the feed to the activity log, then passes it on
 /// with its log id (so a stream can replay the log and go on live without
-/// gaps or repeats).
+/// gaps or repeats). The outcome of a call that waited for approval says
+/// who answered it.
 async fn persist_events(
     feed: Arc<ActivityFeed>,
     store: Arc<Store>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+    approvals: ApprovalQueue,
 ) {
     let mut events = feed.subscribe_all();
     loop {
         match events.recv().await {
             Ok(event) => {
                 let mut record = EventRecord::from_event(&event);
+                if event.call_id != 0 && event.status.is_final() {
+                    record.answered_by = approvals
+                        .answer_for_call(event.call_id)
+                        .map(|answer| answer.answered_by);
+                }
                 match store.record_event(&record) {
                     Ok(id) => record.id = id,
                     Err(error) => tracing::warn!(%error, "activity event not stored"),
@@ -1736,6 +1767,7 @@ async fn announce_definition_changes(
                     status,
                     duration: std::time::Duration::ZERO,
                     detail: Some(detail),
+                    result: None,
                 });
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {

@@ -36,6 +36,10 @@ pub struct ServeConfig {
     pub max_header_bytes: usize,
     /// `GET /metrics` answers loopback connections without the token.
     pub metrics_without_token: bool,
+    /// How long a console sign-in lasts.
+    pub console_session: std::time::Duration,
+    /// How long the one-time console link printed at start stays usable.
+    pub console_link: std::time::Duration,
 }
 
 impl Default for ServeConfig {
@@ -51,6 +55,8 @@ impl Default for ServeConfig {
             max_uri_bytes: MAX_URI_BYTES.default_int() as usize,
             max_header_bytes: MAX_HEADER_BYTES.default_int() as usize,
             metrics_without_token: false,
+            console_session: std::time::Duration::from_secs(CONSOLE_SESSION_S.default_int() as u64),
+            console_link: std::time::Duration::from_secs(CONSOLE_LINK_S.default_int() as u64),
         }
     }
 }
@@ -109,6 +115,8 @@ pub struct RawServe {
     max_uri_bytes: Option<Spanned<i64>>,
     max_header_bytes: Option<Spanned<i64>>,
     metrics_without_token: Option<bool>,
+    console_session_s: Option<Spanned<i64>>,
+    console_link_s: Option<Spanned<i64>>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -176,6 +184,20 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         default: DefaultValue::Bool(false),
         doc: "`true`: `GET /metrics` answers connections from loopback without the bearer token (a Prometheus on the same host); connections from elsewhere still need it. `/healthz` and `/readyz` never need it",
     },
+    Setting::int(
+        "serve.console_session_s",
+        60,
+        2592000,
+        43200,
+        "how long a web console sign-in lasts, in seconds (the session cookie's lifetime; the daemon forgets the session then, and a restart signs everyone out); read at start",
+    ),
+    Setting::int(
+        "serve.console_link_s",
+        60,
+        86400,
+        900,
+        "how long the one-time console sign-in link that `quiver serve` prints at start stays usable, in seconds (it works once); read at start",
+    ),
 ];
 
 const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
@@ -183,6 +205,8 @@ const HEADER_READ_TIMEOUT_S: &Setting = by_key(SERVE_SETTINGS, "serve.header_rea
 const MAX_BODY_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_body_bytes");
 const MAX_URI_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_uri_bytes");
 const MAX_HEADER_BYTES: &Setting = by_key(SERVE_SETTINGS, "serve.max_header_bytes");
+const CONSOLE_SESSION_S: &Setting = by_key(SERVE_SETTINGS, "serve.console_session_s");
+const CONSOLE_LINK_S: &Setting = by_key(SERVE_SETTINGS, "serve.console_link_s");
 
 /// The keys of `gateway`, described once (see `quiver_config::setting`).
 pub const GATEWAY_SETTINGS: &[Setting] = &[
@@ -284,6 +308,20 @@ pub fn validate_serve(
         file,
         warnings,
     )?;
+    let console_session_s = int_setting(
+        &raw.console_session_s,
+        CONSOLE_SESSION_S,
+        CONSOLE_SESSION_S.key,
+        file,
+        warnings,
+    )?;
+    let console_link_s = int_setting(
+        &raw.console_link_s,
+        CONSOLE_LINK_S,
+        CONSOLE_LINK_S.key,
+        file,
+        warnings,
+    )?;
     Ok(ServeConfig {
         listen,
         state_dir,
@@ -295,6 +333,8 @@ pub fn validate_serve(
         metrics_without_token: raw
             .metrics_without_token
             .unwrap_or(defaults.metrics_without_token),
+        console_session: std::time::Duration::from_secs(console_session_s as u64),
+        console_link: std::time::Duration::from_secs(console_link_s as u64),
     })
 }
 

@@ -171,6 +171,13 @@ fn report_server(status: &ServerStatus) {
             status.transport,
             retry_in_ms.div_ceil(1000)
         ),
+        ServerState::NeedsLogin { command } => tracing::warn!(
+            target: SUMMARY_TARGET,
+            server = %name,
+            state,
+            "mcp server {name} ({}): needs an OAuth login: run `{command}`",
+            status.transport
+        ),
         other => tracing::info!(
             target: SUMMARY_TARGET,
             server = %name,
@@ -226,7 +233,9 @@ async fn follow_servers(
                     ServerState::Failed { error, .. } => {
                         last_error.get(&status.name) != Some(error)
                     }
-                    ServerState::Ready { .. } | ServerState::Stopped => true,
+                    ServerState::Ready { .. }
+                    | ServerState::Stopped
+                    | ServerState::NeedsLogin { .. } => true,
                     ServerState::Connecting { .. } | ServerState::Disabled => false,
                 };
                 match &status.state {

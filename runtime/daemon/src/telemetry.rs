@@ -97,7 +97,7 @@ fn describe() {
     );
     describe_gauge!(
         "quiver_mcp_server_state",
-        "1 for the state each MCP server is in (disabled, connecting, ready, failed, stopped), 0 for the others"
+        "1 for the state each MCP server is in (disabled, connecting, ready, failed, needs_login, stopped), 0 for the others"
     );
     describe_counter!(
         "quiver_mcp_reconnects_total",

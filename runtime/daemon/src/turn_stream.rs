@@ -239,6 +239,8 @@ mod tests {
             status: quiver_dispatch::Status::Ok,
             duration_ms: 0,
             detail: None,
+            result: None,
+            answered_by: None,
             line: String::new(),
         }
     }

@@ -4,7 +4,8 @@
 //! A call that needs approval gives two events (`awaiting approval`, then
 //! its outcome); any other call gives one. Arguments are copied with the
 //! configured keys (`feed.redact`, compared case-insensitively, at any
-//! depth) replaced by `"[redacted]"`. A receiver that falls more than
+//! depth) replaced by `"[redacted]"`; a call's result is redacted the same
+//! way and cut to [`MAX_RESULT_CHARS`] of JSON text. A receiver that falls more than
 //! `feed.capacity` events behind loses the oldest and is told how many
 //! (tokio's `RecvError::Lagged`).
 
@@ -19,6 +20,11 @@ use crate::session::Session;
 
 /// The value that replaces a redacted argument.
 pub const REDACTED: &str = "[redacted]";
+
+/// Longest result an event carries, in characters of its JSON text; a
+/// longer one becomes that much of its text and a note of what was cut,
+/// so a tool that returns megabytes cannot grow the log or the feed.
+pub const MAX_RESULT_CHARS: usize = 4096;
 
 /// Default feed capacity, in events.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -88,6 +94,9 @@ pub struct Event {
     pub duration: Duration,
     /// The error message, or a note.
     pub detail: Option<String>,
+    /// What the tool answered, redacted like the arguments and cut to
+    /// [`MAX_RESULT_CHARS`] (`None` for an error or a call still waiting).
+    pub result: Option<Value>,
 }
 
 impl Event {
@@ -106,6 +115,7 @@ impl Event {
             status,
             duration: Duration::ZERO,
             detail: None,
+            result: None,
         }
     }
 
@@ -131,6 +141,13 @@ impl Event {
     /// The error message, or a note.
     pub fn detail(mut self, detail: Option<String>) -> Event {
         self.detail = detail;
+        self
+    }
+
+    /// What the tool answered, redacted by the session's feed settings and
+    /// cut to [`MAX_RESULT_CHARS`].
+    pub fn result(mut self, session: &Session, result: &Value) -> Event {
+        self.result = Some(bounded(session.feed().redact(result)));
         self
     }
 
@@ -235,9 +252,43 @@ impl ActivityFeed {
     }
 }
 
+/// `value`, or when its JSON text is longer than [`MAX_RESULT_CHARS`] the
+/// first that many characters of it followed by how much was cut.
+fn bounded(value: Value) -> Value {
+    let text = value.to_string();
+    let total = text.chars().count();
+    if total <= MAX_RESULT_CHARS {
+        return value;
+    }
+    let kept: String = text.chars().take(MAX_RESULT_CHARS).collect();
+    Value::String(format!(
+        "{kept}… ({} of {total} characters cut)",
+        total - MAX_RESULT_CHARS
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_result_is_cut_and_says_so() {
+        let short = serde_json::json!({"text": "hello"});
+        assert_eq!(bounded(short.clone()), short);
+        let long = serde_json::json!({"text": "é".repeat(MAX_RESULT_CHARS * 2)});
+        let Value::String(cut) = bounded(long) else {
+            panic!("a long result stays a string")
+        };
+        assert!(cut.starts_with("{\"text\":\"éé"), "{cut}");
+        assert!(
+            cut.ends_with(&format!(
+                "… ({} of {} characters cut)",
+                MAX_RESULT_CHARS + 11,
+                MAX_RESULT_CHARS * 2 + 11
+            )),
+            "the note of what was cut is missing"
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -97,12 +97,22 @@ impl DispatchCall {
 
     /// Records an event of this call (arguments redacted) in its session's feed.
     pub fn record(&self, status: Status, detail: Option<String>) {
-        let event = Event::new(&self.session, self.tool.name(), status)
+        self.session.record(self.event(status, detail));
+    }
+
+    /// Records the call's success with what the tool answered (redacted
+    /// and cut like the feed's arguments).
+    pub fn record_result(&self, detail: Option<String>, result: &Value) {
+        let event = self.event(Status::Ok, detail).result(&self.session, result);
+        self.session.record(event);
+    }
+
+    fn event(&self, status: Status, detail: Option<String>) -> Event {
+        Event::new(&self.session, self.tool.name(), status)
             .call(self.id, self.via_bridge)
             .arguments(&self.session, &self.arguments)
             .duration(self.started.elapsed())
-            .detail(detail);
-        self.session.record(event);
+            .detail(detail)
     }
 }
 
@@ -511,12 +521,14 @@ impl Dispatcher {
                 Ok(_) => (Status::Ok, None),
                 Err(e) => (Status::Error, Some(e.to_string())),
             };
-            session.record(
-                Event::new(session, name, status)
-                    .arguments(session, arguments)
-                    .duration(started.elapsed())
-                    .detail(detail),
-            );
+            let event = Event::new(session, name, status)
+                .arguments(session, arguments)
+                .duration(started.elapsed())
+                .detail(detail);
+            session.record(match &answer {
+                Ok(answer) => event.result(session, answer),
+                Err(_) => event,
+            });
             return answer.map_err(DispatchError::from);
         }
         let via_bridge = name == TOOL_CALL && assembly.has_bridge();
@@ -622,9 +634,9 @@ impl Dispatcher {
         };
         match &mut result {
             Ok(output) => {
-                record.record(
-                    Status::Ok,
+                record.record_result(
                     detail(output.truncated.then(|| "result cut".to_owned())),
+                    &output.content,
                 );
                 if let Some(note) = &note {
                     output.content = coerce::annotate(std::mem::take(&mut output.content), note);

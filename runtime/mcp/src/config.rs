@@ -100,6 +100,24 @@ pub const SETTINGS: &[Setting] = &[
         doc: "sent with every request, e.g. `Authorization: \"Bearer ${TOKEN}\"`; `${VAR}` is expanded as in `env`",
     },
     Setting {
+        key: "mcp_servers.NAME.oauth",
+        kind: Kind::Table { or_bool: true },
+        default: DefaultValue::Bool(false),
+        doc: "a `url` server that signs in with OAuth 2.1 (authorization code with PKCE, as the MCP authorization spec says): `quiver mcp login NAME` logs in once, the tokens are kept in the state directory (`oauth/NAME.json`, mode 0600) and refreshed before they expire; `true` is `{}` (dynamic client registration, the scopes the server asks for)",
+    },
+    Setting {
+        key: "mcp_servers.NAME.oauth.client_id",
+        kind: Kind::Text("a client id registered with the authorization server"),
+        default: DefaultValue::Described("registered dynamically at login"),
+        doc: "a pre-registered public client (its redirect URI is `http://127.0.0.1/callback` on any port); without it the client registers itself when the authorization server offers registration",
+    },
+    Setting {
+        key: "mcp_servers.NAME.oauth.scopes",
+        kind: Kind::List("a list of scope names"),
+        default: DefaultValue::Described("the scopes the server's challenge or metadata names"),
+        doc: "the scopes asked for at login",
+    },
+    Setting {
         key: "mcp_servers.NAME.enabled",
         kind: Kind::Bool,
         default: DefaultValue::Bool(true),
@@ -197,6 +215,18 @@ pub enum McpTransportConfig {
         /// Headers sent with every request (already expanded).
         headers: BTreeMap<String, String>,
     },
+}
+
+/// `mcp_servers.NAME.oauth`: the server signs in with OAuth.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthConfig {
+    /// A pre-registered client id (`None`: dynamic registration).
+    pub client_id: Option<String>,
+    /// Scopes asked for at login (empty: what the server names).
+    pub scopes: Vec<String>,
+    /// Where the server's tokens are kept (`STATE_DIR/oauth`); set by the
+    /// daemon from its state directory, `None` until then.
+    pub token_dir: Option<PathBuf>,
 }
 
 impl fmt::Debug for McpTransportConfig {
@@ -300,6 +330,8 @@ pub struct McpServerConfig {
     pub trust: Trust,
     /// The operator's text in place of the server's, by tool name.
     pub overrides: BTreeMap<String, ToolOverride>,
+    /// `Some`: a `url` server that signs in with OAuth.
+    pub oauth: Option<OAuthConfig>,
 }
 
 impl McpServerConfig {
@@ -338,7 +370,16 @@ impl McpServerConfig {
             tools: ToolFilter::default(),
             trust: Trust::default(),
             overrides: BTreeMap::new(),
+            oauth: None,
         }
+    }
+
+    /// Keeps an OAuth server's tokens under `state_dir/oauth`.
+    pub fn with_state_dir(mut self, state_dir: &std::path::Path) -> Self {
+        if let Some(oauth) = &mut self.oauth {
+            oauth.token_dir = Some(state_dir.join("oauth"));
+        }
+        self
     }
 
     /// A stdio command written as a relative path (`./NAME`, `bin/NAME`:
@@ -383,6 +424,47 @@ pub struct RawMcpServer {
     call_timeout_s: Option<Spanned<i64>>,
     tools: Option<RawToolFilter>,
     trust: Option<Spanned<String>>,
+    oauth: Option<Spanned<RawOAuthSetting>>,
+}
+
+/// `oauth` as written: `true`, `false` or a map.
+#[derive(Debug)]
+pub enum RawOAuthSetting {
+    /// `true` or `false`.
+    Bool(bool),
+    /// The map.
+    Map(RawOAuth),
+}
+
+/// The `oauth` map as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    client_id: Option<Spanned<String>>,
+    scopes: Option<Vec<Spanned<String>>>,
+}
+
+impl<'de> Deserialize<'de> for RawOAuthSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawOAuthSetting;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or a map with keys client_id, scopes")
+            }
+            fn visit_bool<E: serde::de::Error>(self, value: bool) -> Result<Self::Value, E> {
+                Ok(RawOAuthSetting::Bool(value))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                RawOAuth::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawOAuthSetting::Map)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -542,6 +624,72 @@ fn overrides(
     Ok(out)
 }
 
+/// `oauth` checked: only on a `url` server, a non-blank client id, scopes
+/// without spaces.
+fn oauth(
+    ctx: &Ctx<'_>,
+    server: &RawMcpServer,
+    raw: Option<&Spanned<RawOAuthSetting>>,
+) -> Result<Option<OAuthConfig>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let map = match &raw.value {
+        RawOAuthSetting::Bool(false) => return Ok(None),
+        RawOAuthSetting::Bool(true) => None,
+        RawOAuthSetting::Map(map) => Some(map),
+    };
+    if server.url.is_none() {
+        return Err(ctx.error(
+            raw,
+            "oauth",
+            "OAuth is for `url` (Streamable HTTP) servers; a `command` server takes `env`".into(),
+        ));
+    }
+    if let Some((header, value)) = server
+        .headers
+        .iter()
+        .flatten()
+        .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(ctx.error(
+            value,
+            &format!("headers.{header}"),
+            "an `oauth` server sends its own Authorization header; leave this one out".into(),
+        ));
+    }
+    let mut config = OAuthConfig::default();
+    if let Some(map) = map {
+        if let Some(id) = &map.client_id {
+            if id.value.trim().is_empty() {
+                return Err(ctx.error(
+                    id,
+                    "oauth.client_id",
+                    "the client id must not be blank (leave the key out to register dynamically)"
+                        .into(),
+                ));
+            }
+            config.client_id = Some(id.value.clone());
+        }
+        for (index, scope) in map.scopes.iter().flatten().enumerate() {
+            let value = scope.value.as_str();
+            if value.is_empty()
+                || value
+                    .chars()
+                    .any(|c| c.is_whitespace() || c == '"' || c == '\\')
+            {
+                return Err(ctx.error(
+                    scope,
+                    &format!("oauth.scopes[{index}]"),
+                    format!("`{value}` is not a scope name (one word, no spaces or quotes)"),
+                ));
+            }
+            config.scopes.push(value.to_owned());
+        }
+    }
+    Ok(Some(config))
+}
+
 /// Validates the raw `mcp_servers` section.
 pub fn validate(
     raw: RawMcpServers,
@@ -646,6 +794,7 @@ pub fn validate(
                 McpTransportConfig::Http { url, headers }
             }
         };
+        let oauth = oauth(&ctx, &entry.value, entry.value.oauth.as_ref())?;
         let raw = entry.value;
         let trust = match &raw.trust {
             None => Trust::default(),
@@ -686,6 +835,7 @@ pub fn validate(
             tools,
             trust,
             overrides,
+            oauth,
             name: name.clone(),
         };
         servers.insert(name, server);

@@ -1,6 +1,7 @@
 //! One live rmcp client session with a server: connecting over the
 //! configured transport, the client handler that hears
-//! `notifications/tools/list_changed`, progress and log messages, tool
+//! `notifications/tools/list_changed`, progress, log messages and what the
+//! server says of its resources and prompts, tool
 //! listing with pagination,
 //! filtering and schema normalisation, and what the server says it is for.
 
@@ -10,17 +11,19 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ServerPeerInfo,
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam, ServerPeerInfo,
 };
 #[allow(deprecated)]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 
 use super::McpError;
 use super::config::{McpServerConfig, McpTransportConfig};
 use super::schema::{SchemaOutcome, normalise};
+use super::subscriptions::ResourceNotice;
 #[cfg(feature = "mcp-stdio")]
 use quiver_process::ProcessGroup;
 use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSpec};
@@ -34,21 +37,30 @@ pub struct QuiverClient {
     server: String,
     list_changed: Arc<Notify>,
     progress: ProgressDispatcher,
+    notices: broadcast::Sender<ResourceNotice>,
 }
 
 impl QuiverClient {
-    /// A handler for `server` that signals `list_changed` and routes
-    /// progress through `progress`.
+    /// A handler for `server` that signals `list_changed`, routes
+    /// progress through `progress` and sends what the server says of its
+    /// resources and prompts to `notices`.
     pub fn new(
         server: impl Into<String>,
         list_changed: Arc<Notify>,
         progress: ProgressDispatcher,
+        notices: broadcast::Sender<ResourceNotice>,
     ) -> QuiverClient {
         QuiverClient {
             server: server.into(),
             list_changed,
             progress,
+            notices,
         }
+    }
+
+    fn notice(&self, notice: ResourceNotice) {
+        // Nobody listening is not an error.
+        let _ = self.notices.send(notice);
     }
 }
 
@@ -67,6 +79,31 @@ impl ClientHandler for QuiverClient {
         // A token no call subscribed to (the call ended, or nobody asked)
         // is dropped by the dispatcher.
         self.progress.handle_notification(params).await;
+    }
+
+    // Servers of the protocol versions before 2026-07-28 send these on the
+    // session; later ones on the listen stream `subscriptions` opens.
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.notice(ResourceNotice::Updated {
+            server: self.server.clone(),
+            uri: params.uri,
+        });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notice(ResourceNotice::ResourcesChanged {
+            server: self.server.clone(),
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.notice(ResourceNotice::PromptsChanged {
+            server: self.server.clone(),
+        });
     }
 
     // MCP deprecates logging (SEP-2577), but servers speaking the earlier
@@ -141,20 +178,24 @@ fn connect_error(server: &str, error: impl std::fmt::Display) -> McpError {
     }
 }
 
+/// The status view of an OAuth server's login, kept current by the
+/// connection's credential store.
+pub type LoginView = Arc<std::sync::Mutex<quiver_tool::status::OAuthLogin>>;
+
 /// Opens the transport and runs the MCP handshake (no timeout here: the
-/// supervisor bounds the whole attempt by `connect_timeout_s`).
+/// supervisor bounds the whole attempt by `connect_timeout_s`). An OAuth
+/// server's login is kept current in `login`.
 pub async fn connect(
     config: &McpServerConfig,
     list_changed: Arc<Notify>,
     progress: ProgressDispatcher,
+    notices: broadcast::Sender<ResourceNotice>,
+    login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
-    let server = config.name.as_str();
-    let client = QuiverClient::new(server, list_changed, progress);
+    let client = QuiverClient::new(config.name.as_str(), list_changed, progress, notices);
     match &config.transport {
         McpTransportConfig::Stdio { .. } => connect_stdio(config, client).await,
-        McpTransportConfig::Http { url, headers } => {
-            connect_http(server, url, headers, client).await
-        }
+        McpTransportConfig::Http { .. } => connect_http(config, client, login).await,
     }
 }
 
@@ -190,13 +231,17 @@ async fn connect_stdio(
 
 #[cfg(feature = "mcp-http")]
 async fn connect_http(
-    server: &str,
-    url: &str,
-    headers: &std::collections::BTreeMap<String, String>,
+    config: &McpServerConfig,
     client: QuiverClient,
+    login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let server = config.name.as_str();
+    let McpTransportConfig::Http { url, headers } = &config.transport else {
+        return Err(connect_error(server, "not a Streamable HTTP server"));
+    };
 
     let mut custom = std::collections::HashMap::new();
     for (name, value) in headers {
@@ -207,13 +252,34 @@ async fn connect_http(
         value.set_sensitive(true);
         custom.insert(header, value);
     }
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom),
-    );
-    let running = client
-        .serve(transport)
-        .await
-        .map_err(|e| connect_error(server, e))?;
+    let transport_config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let running = if config.oauth.is_some() {
+        let http = super::oauth::authorized_client(config, url, login).await?;
+        client
+            .serve(StreamableHttpClientTransport::with_client(
+                http,
+                transport_config,
+            ))
+            .await
+            .map_err(|e| {
+                // The token was refused even after a refresh: a new login
+                // is needed, not a retry.
+                if e.is_authorization_required() {
+                    McpError::NeedsLogin {
+                        server: server.to_owned(),
+                        command: super::oauth::login_command(server),
+                    }
+                } else {
+                    connect_error(server, e)
+                }
+            })?
+    } else {
+        client
+            .serve(StreamableHttpClientTransport::from_config(transport_config))
+            .await
+            .map_err(|e| connect_error(server, e))?
+    };
     Ok(Connection {
         running,
         #[cfg(feature = "mcp-stdio")]
@@ -223,13 +289,12 @@ async fn connect_http(
 
 #[cfg(not(feature = "mcp-http"))]
 async fn connect_http(
-    server: &str,
-    _url: &str,
-    _headers: &std::collections::BTreeMap<String, String>,
+    config: &McpServerConfig,
     _client: QuiverClient,
+    _login: Option<LoginView>,
 ) -> Result<Connection, McpError> {
     Err(McpError::Unsupported {
-        server: server.to_owned(),
+        server: config.name.clone(),
         transport: "http",
         feature: "mcp-http",
     })

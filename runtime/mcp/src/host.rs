@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::McpServerConfig;
 use super::result::{McpToolOutput, map_result};
+use super::subscriptions::{NOTICES_CAPACITY, ResourceNotice};
 use super::supervisor::{self, Backoff, Gate, IntegrityEvent, Slot};
 use super::{DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, McpCallError};
 use quiver_tool::integrity::{self, MemoryPins, Pin, PinStore, PinStoreError};
@@ -132,6 +133,7 @@ pub struct McpHost {
     changing: tokio::sync::Mutex<()>,
     shutdown: CancellationToken,
     changes: tokio::sync::broadcast::Sender<ServerStatus>,
+    notices: tokio::sync::broadcast::Sender<ResourceNotice>,
 }
 
 /// State changes a receiver of [`McpHost::subscribe_changes`] may fall
@@ -170,6 +172,7 @@ impl McpHost {
             changing: tokio::sync::Mutex::new(()),
             shutdown: CancellationToken::new(),
             changes: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0,
+            notices: tokio::sync::broadcast::channel(NOTICES_CAPACITY).0,
         };
         let started: BTreeMap<String, Server> = servers
             .into_iter()
@@ -181,7 +184,11 @@ impl McpHost {
 
     /// A server's slot, with its supervisor task when it is enabled.
     fn launch(&self, config: McpServerConfig) -> Server {
-        let slot = Arc::new(Slot::new(config, self.changes.clone()));
+        let slot = Arc::new(Slot::new(
+            config,
+            self.changes.clone(),
+            self.notices.clone(),
+        ));
         let stop = self.shutdown.child_token();
         let task = if slot.config.enabled {
             Some(tokio::spawn(supervisor::run(
@@ -208,6 +215,10 @@ impl McpHost {
 
     pub(crate) fn slot(&self, server: &str) -> Option<Arc<Slot>> {
         self.read_servers().get(server).map(|s| s.slot.clone())
+    }
+
+    pub(crate) fn notices(&self) -> &tokio::sync::broadcast::Sender<ResourceNotice> {
+        &self.notices
     }
 
     /// Makes `servers` the configured set: a server no longer listed, or
@@ -474,6 +485,20 @@ impl McpHost {
                 })
             }
             Ok(Ok(result)) => map_result(server, tool, result),
+            Ok(Err(error)) if slot.config.oauth.is_some() && error.is_authorization_required() => {
+                // No token the server accepts (a logout, a revoked token,
+                // a refresh refused): the session ends and the reconnect
+                // waits for a login.
+                slot.login_refused.notify_one();
+                Err(McpCallError::NotConnected {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    state: ServerState::NeedsLogin {
+                        command: format!("quiver mcp login {server}"),
+                    }
+                    .describe(),
+                })
+            }
             Ok(Err(error)) => Err(service_error(server, tool, error)),
         }
     }

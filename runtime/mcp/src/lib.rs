@@ -7,9 +7,13 @@
 //! - [`result`]: `tools/call` results mapped to the runtime's tool result;
 //! - [`process`]: stdio children in their own process group, stderr to tracing;
 //! - [`connection`]: one live rmcp client session, tool listing with pagination;
+//! - [`subscriptions`]: resource subscriptions held upstream for gateway
+//!   clients, and servers' notices about their resources and prompts;
 //! - [`supervisor`]: the per-server task: connect, refresh on
 //!   `notifications/tools/list_changed`, reconnect with capped backoff;
 //! - [`host`]: every configured server, its state, and calls;
+//! - [`oauth`]: OAuth sign-in of Streamable HTTP servers: token files,
+//!   the refreshing credential store, discovery and the login flow;
 //! - [`status`]: the state view that `tool_search` and `quiver status` read.
 //!
 //! Startup never waits for a server: [`McpHost::start`] spawns one tokio
@@ -22,21 +26,25 @@ use std::time::Duration;
 pub mod config;
 pub mod connection;
 pub mod executor;
+#[cfg(feature = "mcp-http")]
+pub mod oauth;
 mod resources;
 pub mod result;
 pub mod schema;
 #[cfg(feature = "mcp-stdio")]
 pub mod stdio;
+pub mod subscriptions;
 pub mod supervisor;
 
 pub mod host;
 
-pub use config::{McpServerConfig, McpTransportConfig, ToolFilter};
+pub use config::{McpServerConfig, McpTransportConfig, OAuthConfig, ToolFilter};
 pub use executor::McpExecutor;
 pub use host::{AcceptError, McpChanges, McpHost, McpHostOptions};
 pub use quiver_tool::status::{McpStatusView, ScopedStatus, ServerState, ServerStatus};
 pub use resources::{RESOURCE_URI_PREFIX, resource_uri, split_resource_uri};
 pub use result::McpToolOutput;
+pub use subscriptions::{ResourceNotice, ResourceSubscription};
 pub use supervisor::IntegrityEvent;
 
 /// Why a connection to a server could not be made or kept.
@@ -67,6 +75,15 @@ pub enum McpError {
         server: String,
         /// The limit.
         timeout_s: u64,
+    },
+    /// An OAuth server has no usable token (none stored, or expired and
+    /// not refreshable); it waits for a login instead of retrying.
+    #[error("server `{server}` needs an OAuth login: run `{command}`")]
+    NeedsLogin {
+        /// The server.
+        server: String,
+        /// The command that logs in.
+        command: String,
     },
     /// `tools/list` failed.
     #[error("server `{server}`: cannot list tools: {detail}")]

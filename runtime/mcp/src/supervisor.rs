@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpError;
 use super::config::McpServerConfig;
 use super::connection::{self, Connection};
+use super::subscriptions::{self, Interest, ResourceNotice};
 use quiver_tool::integrity::{self, DefinitionChange, PinStore, Quarantined, Trust};
 use quiver_tool::naming::mcp_tool_name;
 use quiver_tool::registry::ToolRegistry;
@@ -105,18 +106,47 @@ pub(crate) struct Slot {
     pub(crate) progress: ProgressDispatcher,
     /// Every state change, for whoever reports them (the startup summary).
     changes: broadcast::Sender<ServerStatus>,
+    /// Who wants which of the server's resources, and what is held.
+    pub(crate) interest: Interest,
+    /// Where the server's notices about its resources and prompts go
+    /// (shared by every server of a host).
+    pub(crate) notices: broadcast::Sender<ResourceNotice>,
+    /// An OAuth server's login as status shows it (`None`: no OAuth).
+    login: Option<connection::LoginView>,
+    /// Woken when the server refused a request for want of a token (a
+    /// logout, a revoked or unrefreshable token): the session ends, and
+    /// the reconnect finds whether a login is needed.
+    pub(crate) login_refused: Notify,
 }
 
 /// The states a server's `quiver_mcp_server_state` gauge has a series for.
-const STATE_NAMES: [&str; 5] = ["disabled", "connecting", "ready", "failed", "stopped"];
+const STATE_NAMES: [&str; 6] = [
+    "disabled",
+    "connecting",
+    "ready",
+    "failed",
+    "needs_login",
+    "stopped",
+];
+
+/// How often a server waiting for an OAuth login looks at its token file.
+const LOGIN_POLL: Duration = Duration::from_secs(1);
 
 impl Slot {
-    pub(crate) fn new(config: McpServerConfig, changes: broadcast::Sender<ServerStatus>) -> Slot {
+    pub(crate) fn new(
+        config: McpServerConfig,
+        changes: broadcast::Sender<ServerStatus>,
+        notices: broadcast::Sender<ResourceNotice>,
+    ) -> Slot {
         let state = if config.enabled {
             ServerState::Connecting { attempt: 1 }
         } else {
             ServerState::Disabled
         };
+        #[cfg(feature = "mcp-http")]
+        let login = crate::oauth::current_login(&config);
+        #[cfg(not(feature = "mcp-http"))]
+        let login = None;
         let slot = Slot {
             config,
             state: Mutex::new(state.clone()),
@@ -126,6 +156,10 @@ impl Slot {
             quarantined: AtomicUsize::new(0),
             progress: ProgressDispatcher::new(),
             changes,
+            interest: Interest::default(),
+            notices,
+            login,
+            login_refused: Notify::new(),
         };
         slot.record_state(&state);
         slot
@@ -179,6 +213,10 @@ impl Slot {
             state: self.state(),
             reconnects: self.reconnects.load(Ordering::Relaxed),
             quarantined: self.quarantined.load(Ordering::Relaxed),
+            oauth: self
+                .login
+                .as_ref()
+                .map(|login| login.lock().unwrap_or_else(PoisonError::into_inner).clone()),
         }
     }
 
@@ -306,11 +344,18 @@ pub(crate) fn republish(
 }
 
 async fn connect_and_list(
-    config: &McpServerConfig,
+    slot: &Slot,
     list_changed: Arc<Notify>,
-    progress: ProgressDispatcher,
 ) -> Result<(Connection, Vec<ToolSpec>), McpError> {
-    let connection = connection::connect(config, list_changed, progress).await?;
+    let config = &slot.config;
+    let connection = connection::connect(
+        config,
+        list_changed,
+        slot.progress.clone(),
+        slot.notices.clone(),
+        slot.login.clone(),
+    )
+    .await?;
     let specs = connection::list_tools(config, &connection.peer()).await?;
     Ok((connection, specs))
 }
@@ -334,7 +379,7 @@ pub(crate) async fn run(
         let timeout = slot.config.connect_timeout;
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
-            outcome = tokio::time::timeout(timeout, connect_and_list(&slot.config, list_changed.clone(), slot.progress.clone())) => outcome,
+            outcome = tokio::time::timeout(timeout, connect_and_list(&slot, list_changed.clone())) => outcome,
         };
         let error = match attempt {
             Ok(Ok((connection, specs))) => {
@@ -352,8 +397,11 @@ pub(crate) async fn run(
                 slot.set_state(ServerState::Ready { tools });
                 tracing::info!(server = %server, tools, "MCP server connected");
                 failures = 0;
+                // Resource subscriptions are held anew on each connection.
+                let follow = tokio::spawn(subscriptions::follow(slot.clone(), connection.peer()));
                 let ended =
                     serve(&slot, &registry, &gate, connection, list_changed, &shutdown).await;
+                follow.abort();
                 slot.set_peer(None);
                 slot.integrity().last = None;
                 registry.remove_source(&source);
@@ -362,6 +410,16 @@ pub(crate) async fn run(
                 }
                 tracing::warn!(server = %server, "MCP server connection closed; its tools left the catalog; reconnecting");
                 "the connection closed".to_owned()
+            }
+            Ok(Err(McpError::NeedsLogin { command, .. })) => {
+                // Retrying cannot help: wait for a login to write tokens.
+                tracing::warn!(server = %server, "MCP server needs an OAuth login: run `{command}`; waiting for it");
+                slot.set_state(ServerState::NeedsLogin { command });
+                if !wait_for_login(&slot.config, &shutdown).await {
+                    break;
+                }
+                tracing::info!(server = %server, "OAuth tokens changed; connecting");
+                continue;
             }
             Ok(Err(error)) => error.to_string(),
             Err(_) => McpError::ConnectTimeout {
@@ -389,6 +447,35 @@ pub(crate) async fn run(
     slot.integrity().last = None;
     registry.remove_source(&source);
     slot.set_state(ServerState::Stopped);
+}
+
+/// Waits until the server's token file changes (a login, from `quiver mcp
+/// login` in another process); `false` on shutdown. A look at the file's
+/// time each [`LOGIN_POLL`] is all it costs.
+async fn wait_for_login(config: &McpServerConfig, shutdown: &CancellationToken) -> bool {
+    let seen = token_file_time(config);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(LOGIN_POLL) => {}
+        }
+        let now = token_file_time(config);
+        if now.is_some() && now != seen {
+            return true;
+        }
+    }
+}
+
+/// When the server's token file last changed (`None`: no file, or no
+/// OAuth in this build).
+fn token_file_time(config: &McpServerConfig) -> Option<SystemTime> {
+    #[cfg(feature = "mcp-http")]
+    return crate::oauth::token_file(config).and_then(|file| file.modified());
+    #[cfg(not(feature = "mcp-http"))]
+    {
+        let _ = config;
+        None
+    }
 }
 
 /// Serves a connected session until it closes or shutdown.
@@ -420,6 +507,13 @@ async fn serve(
             _ = &mut waiting => {
                 // The transport closed (the child exited or the stream
                 // dropped); the group is killed when it is dropped here.
+                return Ended::Closed;
+            }
+            _ = slot.login_refused.notified() => {
+                tracing::warn!(server = %slot.config.name, "the server refused the OAuth token; reconnecting to see whether a login is needed");
+                slot.set_peer(None);
+                cancel.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut waiting).await;
                 return Ended::Closed;
             }
             _ = list_changed.notified() => {

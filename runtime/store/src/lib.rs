@@ -20,8 +20,9 @@ use quiver_model::Message;
 use quiver_tool::integrity::{Pin, PinStore, PinStoreError};
 
 /// The schema version this code writes (`PRAGMA user_version`): 2 added
-/// `tool_pins`.
-pub const SCHEMA_VERSION: i64 = 2;
+/// `tool_pins`, 3 the events' `result` and `answered_by` (added to an
+/// older database when it is opened).
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +165,11 @@ pub struct EventRecord {
     pub duration_ms: u64,
     /// The error or note.
     pub detail: Option<String>,
+    /// What the tool answered, redacted and cut (see
+    /// `quiver_dispatch::feed::MAX_RESULT_CHARS`).
+    pub result: Option<Value>,
+    /// Who answered the call's approval (its outcome's record only).
+    pub answered_by: Option<String>,
     /// The one-line rendering (`tool via tool_call  ok  3 ms`).
     pub line: String,
 }
@@ -182,6 +188,8 @@ impl EventRecord {
             status: event.status,
             duration_ms: u64::try_from(event.duration.as_millis()).unwrap_or(u64::MAX),
             detail: event.detail.clone(),
+            result: event.result.clone(),
+            answered_by: None,
             line: event.render(),
         }
     }
@@ -208,6 +216,21 @@ pub fn millis(time: SystemTime) -> i64 {
 /// Now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     millis(SystemTime::now())
+}
+
+/// Adds the events' columns of schema 3 to a database made before it
+/// (inside the opening transaction, so two openers never both add them).
+fn add_event_columns(connection: &Connection) -> rusqlite::Result<()> {
+    let mut statement = connection.prepare("SELECT name FROM pragma_table_info('events')")?;
+    let columns = statement
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for column in ["result", "answered_by"] {
+        if !columns.iter().any(|c| c == column) {
+            connection.execute_batch(&format!("ALTER TABLE events ADD COLUMN {column} TEXT"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The state database.
@@ -245,7 +268,9 @@ CREATE TABLE IF NOT EXISTS events (
     status TEXT NOT NULL,
     duration_ms INTEGER NOT NULL,
     detail TEXT,
-    line TEXT NOT NULL
+    line TEXT NOT NULL,
+    result TEXT,
+    answered_by TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_session ON events (session, id);
 CREATE TABLE IF NOT EXISTS gateway_clients (
@@ -339,9 +364,12 @@ impl Store {
         // One write transaction, taken through the busy handler, so that
         // two openers creating the tables never interleave.
         connection
-            .execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
+            .execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA}"))
+            .and_then(|()| add_event_columns(&connection))
+            .and_then(|()| {
+                connection
+                    .execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+            })
             .map_err(open_error)?;
         Ok(Store {
             connection: Mutex::new(connection),
@@ -531,11 +559,12 @@ impl Store {
     /// Appends an event to the activity log; returns its id.
     pub fn record_event(&self, event: &EventRecord) -> Result<i64, StoreError> {
         let arguments = event.arguments.to_string();
+        let result = event.result.as_ref().map(Value::to_string);
         let status = status_text(event.status);
         self.with("storing an event", |c| {
             c.execute(
-                "INSERT INTO events (time_ms, session, call_id, tool, via_bridge, arguments, status, duration_ms, detail, line)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO events (time_ms, session, call_id, tool, via_bridge, arguments, status, duration_ms, detail, line, result, answered_by)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     event.time_ms,
                     event.session,
@@ -546,7 +575,9 @@ impl Store {
                     status,
                     clamp_i64(event.duration_ms),
                     event.detail,
-                    event.line
+                    event.line,
+                    result,
+                    event.answered_by
                 ],
             )?;
             Ok(c.last_insert_rowid())
@@ -574,7 +605,7 @@ impl Store {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.with("reading events", |c| {
             let mut statement = c.prepare(
-                "SELECT id, time_ms, session, call_id, tool, via_bridge, arguments, status, duration_ms, detail, line
+                "SELECT id, time_ms, session, call_id, tool, via_bridge, arguments, status, duration_ms, detail, line, result, answered_by
                  FROM events WHERE id > ?1 AND (?2 IS NULL OR session = ?2) ORDER BY id LIMIT ?3",
             )?;
             let rows = statement.query_map(params![after, session, limit], |row| {
@@ -590,6 +621,8 @@ impl Store {
                     row.get::<_, i64>(8)?,
                     row.get::<_, Option<String>>(9)?,
                     row.get::<_, String>(10)?,
+                    row.get::<_, Option<String>>(11)?,
+                    row.get::<_, Option<String>>(12)?,
                 ))
             })?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -608,7 +641,16 @@ impl Store {
                     duration_ms,
                     detail,
                     line,
+                    result,
+                    answered_by,
                 )| {
+                    let result = result
+                        .map(|text| serde_json::from_str(&text))
+                        .transpose()
+                        .map_err(|e| StoreError::Corrupt {
+                            what: "event result",
+                            detail: format!("event {id}: {e}"),
+                        })?;
                     Ok(EventRecord {
                         id,
                         time_ms,
@@ -625,6 +667,8 @@ impl Store {
                         status: parse_status(&status)?,
                         duration_ms: u64::try_from(duration_ms).unwrap_or(0),
                         detail,
+                        result,
+                        answered_by,
                         line,
                     })
                 },
@@ -1029,10 +1073,11 @@ mod tests {
                 status: Status::AwaitingApproval,
                 duration: Duration::from_millis(3),
                 detail: None,
+                result: Some(serde_json::json!({"n": tool.len()})),
             };
-            store
-                .record_event(&EventRecord::from_event(&event))
-                .unwrap();
+            let mut record = EventRecord::from_event(&event);
+            record.answered_by = Some("console".into());
+            store.record_event(&record).unwrap();
         }
         let a = store.events(Some("a"), 0, 100).unwrap();
         assert_eq!(
@@ -1041,6 +1086,8 @@ mod tests {
         );
         assert_eq!(a[0].status, Status::AwaitingApproval);
         assert_eq!(a[0].line, "echo via tool_call  awaiting approval");
+        assert_eq!(a[1].result, Some(serde_json::json!({"n": 11})));
+        assert_eq!(a[1].answered_by.as_deref(), Some("console"));
         let later = store.events(None, a[0].id, 100).unwrap();
         assert_eq!(later.len(), 2);
         assert_eq!(store.events(None, 0, 1).unwrap().len(), 1);
@@ -1093,6 +1140,40 @@ mod tests {
         assert_eq!(hashes, [("x", "h3"), ("y", "h2")]);
         assert_eq!(pins[0].definition, serde_json::json!({"name": "x"}));
         assert!(store.pins("mcp-none").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_older_event_log_gets_the_result_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let old = SCHEMA.replace(
+            "    line TEXT NOT NULL,\n    result TEXT,\n    answered_by TEXT\n",
+            "    line TEXT NOT NULL\n",
+        );
+        assert_ne!(old, SCHEMA);
+        let connection = Connection::open(&path).unwrap();
+        connection
+            .execute_batch(&format!("{old} PRAGMA user_version = 2;"))
+            .unwrap();
+        connection
+            .execute_batch("INSERT INTO events (time_ms, session, call_id, tool, via_bridge, arguments, status, duration_ms, detail, line) VALUES (1, 's', 1, 'echo', 0, '{}', 'ok', 1, NULL, 'echo  ok  1 ms')")
+            .unwrap();
+        drop(connection);
+        let store = Store::open(&path).unwrap();
+        let mut record = store.events(None, 0, 10).unwrap().remove(0);
+        assert_eq!(
+            (record.result.clone(), record.answered_by.clone()),
+            (None, None)
+        );
+        record.result = Some(serde_json::json!("done"));
+        store.record_event(&record).unwrap();
+        assert_eq!(
+            store.events(None, 1, 10).unwrap()[0].result,
+            Some(serde_json::json!("done"))
+        );
+        drop(store);
+        // Opening it again finds the columns there.
+        Store::open(&path).unwrap();
     }
 
     #[test]

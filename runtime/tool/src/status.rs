@@ -33,6 +33,12 @@ pub enum ServerState {
         /// Pause before the next attempt, in milliseconds.
         retry_in_ms: u64,
     },
+    /// An OAuth server without a usable token: not retried until a login
+    /// (`quiver mcp login NAME`) writes one.
+    NeedsLogin {
+        /// The command that logs in, e.g. `quiver mcp login github`.
+        command: String,
+    },
     /// Shut down.
     Stopped,
 }
@@ -43,13 +49,14 @@ impl ServerState {
         matches!(self, ServerState::Ready { .. })
     }
 
-    /// `connecting`, `ready`, `failed`, `disabled` or `stopped`.
+    /// `connecting`, `ready`, `failed`, `needs_login`, `disabled` or `stopped`.
     pub fn name(&self) -> &'static str {
         match self {
             ServerState::Disabled => "disabled",
             ServerState::Connecting { .. } => "connecting",
             ServerState::Ready { .. } => "ready",
             ServerState::Failed { .. } => "failed",
+            ServerState::NeedsLogin { .. } => "needs_login",
             ServerState::Stopped => "stopped",
         }
     }
@@ -63,6 +70,9 @@ impl ServerState {
             ServerState::Ready { tools } => format!("ready ({tools} tools)"),
             ServerState::Failed { error, .. } => {
                 format!("failing to connect ({error}); retrying")
+            }
+            ServerState::NeedsLogin { command } => {
+                format!("waiting for an OAuth login (run `{command}`)")
             }
             ServerState::Stopped => "stopped".into(),
         }
@@ -84,6 +94,30 @@ pub struct ServerStatus {
     /// Tools of its last listing held out of the catalog until an
     /// operator accepts them (see [`crate::integrity`]).
     pub quarantined: usize,
+    /// For a server that signs in with OAuth: who is logged in and until
+    /// when (never the tokens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthLogin>,
+}
+
+/// The OAuth login of a server, as status shows it: never a token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthLogin {
+    /// Whether tokens are stored for the server.
+    pub logged_in: bool,
+    /// Who: the token's subject or username when the authorization server
+    /// gives one, else the client id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// When the access token expires, in seconds since the Unix epoch
+    /// (absent when the server did not say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// Whether a refresh token is stored (the access token is renewed
+    /// before it expires).
+    pub refreshable: bool,
+    /// The command that logs in again.
+    pub login_command: String,
 }
 
 /// Anything that knows the servers' states.
@@ -180,6 +214,7 @@ mod tests {
             state,
             reconnects: 0,
             quarantined: 0,
+            oauth: None,
         }
     }
 

@@ -1,9 +1,12 @@
 //! An API-driven approver: requests wait in a queue until they are
 //! answered by id (the daemon exposes [`ApprovalQueue::pending`] and
 //! [`ApprovalQueue::answer`]). A request whose call gave up (timeout, or
-//! the caller went away) leaves the queue by itself.
+//! the caller went away) leaves the queue by itself. Each answer is
+//! recorded with who gave it and when ([`ApprovalQueue::answered`], the
+//! last [`MAX_ANSWERED`]), so a client that comes too late can say who
+//! answered first.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
@@ -24,12 +27,53 @@ pub struct PendingApproval {
     pub request: ApprovalRequest,
 }
 
+/// Who answered, for answers given without a name (code in this process).
+const LOCAL: &str = "local";
+
+/// Answers kept for [`ApprovalQueue::answered`]; older ones are forgotten.
+pub const MAX_ANSWERED: usize = 256;
+
+/// A request that was answered: who answered it, when, and how.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AnsweredApproval {
+    /// The request's id.
+    pub id: u64,
+    /// The call it was for.
+    pub call_id: u64,
+    /// The call's session.
+    pub session: String,
+    /// The real tool.
+    pub tool: String,
+    /// Who answered, as the answering side names itself (the daemon's API
+    /// names its caller: `console`, `api`, or the program that said who it
+    /// is, such as `quiver chat`).
+    pub answered_by: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub answered_ms: i64,
+    /// `approve`, `approve_for_session` or `deny`.
+    pub decision: &'static str,
+}
+
+impl Decision {
+    /// `approve`, `approve_for_session` or `deny`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::ApproveForSession => "approve_for_session",
+            Decision::Deny { .. } => "deny",
+        }
+    }
+}
+
 /// An answer that could not be delivered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
     /// No pending request has this id (answered already, or gave up).
     #[error("no pending approval with id {0}")]
     NotPending(u64),
+    /// Another client answered the request first.
+    #[error("approval {} was answered already by {} ({})", .0.id, .0.answered_by, .0.decision)]
+    AnsweredAlready(Box<AnsweredApproval>),
     /// The digest does not match the request's arguments.
     #[error("approval {id} is for arguments with digest {expected}, not {given}")]
     DigestMismatch {
@@ -46,6 +90,7 @@ pub enum AnswerError {
 struct Inner {
     next: AtomicU64,
     pending: Mutex<BTreeMap<u64, (PendingApproval, oneshot::Sender<Decision>)>>,
+    answered: Mutex<VecDeque<AnsweredApproval>>,
 }
 
 /// The queue; clone it freely (clones share the queue).
@@ -113,18 +158,55 @@ impl ApprovalQueue {
         self.len() == 0
     }
 
-    /// Answers request `id`.
+    /// Answers request `id` (recorded as answered by `local`: code in
+    /// this process).
     pub fn answer(&self, id: u64, decision: Decision) -> Result<(), AnswerError> {
-        self.answer_checked(id, None, decision)
+        self.answer_as(id, None, decision, LOCAL)
     }
 
     /// Answers request `id`, only if its arguments digest is `digest` (when
-    /// given): what the person saw is what gets approved.
+    /// given): what the person saw is what gets approved. Recorded as
+    /// answered by `local`; see [`ApprovalQueue::answer_as`].
     pub fn answer_checked(
         &self,
         id: u64,
         digest: Option<&str>,
         decision: Decision,
+    ) -> Result<(), AnswerError> {
+        self.answer_as(id, digest, decision, LOCAL)
+    }
+
+    /// The answers given so far (the last [`MAX_ANSWERED`]), oldest first.
+    pub fn answered(&self) -> Vec<AnsweredApproval> {
+        self.lock_answered().iter().cloned().collect()
+    }
+
+    /// How the request for call `call_id` was answered, if it was (and is
+    /// among the last [`MAX_ANSWERED`]).
+    pub fn answer_for_call(&self, call_id: u64) -> Option<AnsweredApproval> {
+        self.lock_answered()
+            .iter()
+            .rev()
+            .find(|a| a.call_id == call_id)
+            .cloned()
+    }
+
+    fn lock_answered(&self) -> std::sync::MutexGuard<'_, VecDeque<AnsweredApproval>> {
+        self.inner
+            .answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Answers request `id` as `by`, only if its arguments digest is
+    /// `digest` (when given). A request answered already is
+    /// [`AnswerError::AnsweredAlready`], naming who answered it.
+    pub fn answer_as(
+        &self,
+        id: u64,
+        digest: Option<&str>,
+        decision: Decision,
+        by: &str,
     ) -> Result<(), AnswerError> {
         let mut pending = self
             .inner
@@ -132,7 +214,11 @@ impl ApprovalQueue {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let Some((entry, _)) = pending.get(&id) else {
-            return Err(AnswerError::NotPending(id));
+            drop(pending);
+            return Err(match self.lock_answered().iter().find(|a| a.id == id) {
+                Some(answered) => AnswerError::AnsweredAlready(Box::new(answered.clone())),
+                None => AnswerError::NotPending(id),
+            });
         };
         if let Some(given) = digest
             && given != entry.request.digest
@@ -143,10 +229,28 @@ impl ApprovalQueue {
                 given: given.to_owned(),
             });
         }
-        let Some((_, sender)) = pending.remove(&id) else {
+        let Some((entry, sender)) = pending.remove(&id) else {
             return Err(AnswerError::NotPending(id));
         };
         pending_gauge().decrement(1.0);
+        // Recorded while the pending map is still locked, so a second
+        // answer always finds who gave the first.
+        let mut answered = self.lock_answered();
+        if answered.len() >= MAX_ANSWERED {
+            answered.pop_front();
+        }
+        answered.push_back(AnsweredApproval {
+            id,
+            call_id: entry.request.call_id,
+            session: entry.request.session,
+            tool: entry.request.tool,
+            answered_by: by.to_owned(),
+            answered_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            decision: decision.word(),
+        });
+        drop(answered);
         sender
             .send(decision)
             .map_err(|_| AnswerError::NotPending(id))
@@ -210,12 +314,25 @@ mod tests {
             Err(AnswerError::DigestMismatch { .. })
         ));
         queue
-            .answer_checked(id, Some("abc"), Decision::Approve)
+            .answer_as(id, Some("abc"), Decision::Approve, "console")
             .unwrap();
         assert_eq!(waiting.await.unwrap(), Decision::Approve);
+        let Err(AnswerError::AnsweredAlready(first)) = queue.answer(
+            id,
+            Decision::Deny {
+                reason: "late".into(),
+            },
+        ) else {
+            panic!("a second answer is refused naming the first")
+        };
         assert_eq!(
-            queue.answer(id, Decision::Approve),
-            Err(AnswerError::NotPending(id))
+            (first.answered_by.as_str(), first.decision, first.call_id),
+            ("console", "approve", 1)
+        );
+        assert_eq!(queue.answer_for_call(1).unwrap().answered_by, "console");
+        assert_eq!(
+            queue.answer(99, Decision::Approve),
+            Err(AnswerError::NotPending(99))
         );
     }
 

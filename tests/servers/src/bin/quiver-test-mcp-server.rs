@@ -44,6 +44,11 @@
 //! `test://notes/second`), a template `test://notes/{name}` (any name reads
 //! as `note NAME`), a prompt `greet {name}`, and a tool `link_note` whose
 //! result links `test://notes/first` and embeds `test://notes/second`.
+//! Resources can be subscribed to, both ways (`resources/subscribe` on a
+//! session, or named in `subscriptions/listen`): `touch_note {name}` sends
+//! `notifications/resources/updated` for `test://notes/NAME` to each
+//! subscriber and answers `touched N`; `stats` then also reports how many
+//! subscriptions are held (`subscriptions`).
 //!
 //! Flags: `--initialize-delay-ms MS` answers `initialize` that much later
 //! (a server slow to start), `--tools N` adds `tool_0..tool_N-1`, `--page-size K` paginates
@@ -52,6 +57,10 @@
 //! group and writes its pid to FILE, `--pid-file FILE` writes the server's
 //! pid, `--require-header NAME=VALUE` makes the HTTP mode refuse requests
 //! without that header, `--stderr TEXT` writes a line to stderr at start.
+//!
+//! With `--http ADDR --oauth`, `/mcp` needs a bearer token that the OAuth
+//! authorization server this process runs beside it issued (see
+//! `oauth_server.rs`); tokens live `--oauth-token-lifetime-s` seconds.
 
 // `say` sends MCP log messages, deprecated by SEP-2577 but still sent by
 // servers of the earlier protocol versions, which Quiver must keep hearing.
@@ -76,9 +85,13 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
     ResourceTemplate,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "../oauth_server.rs"]
+mod oauth_server;
 
 /// A 1x1 transparent PNG, base64.
 const PNG_1X1: &str =
@@ -109,6 +122,13 @@ struct Args {
     /// HTTP only: refuse requests without this header (`NAME=VALUE`).
     #[arg(long)]
     require_header: Option<String>,
+    /// HTTP only: protect `/mcp` with OAuth, this process being the
+    /// authorization server.
+    #[arg(long)]
+    oauth: bool,
+    /// With `--oauth`: how long an access token lives.
+    #[arg(long, default_value_t = 3600)]
+    oauth_token_lifetime_s: u64,
     /// Write this line to stderr at start.
     #[arg(long)]
     stderr: Option<String>,
@@ -143,6 +163,27 @@ struct Edits {
     renames: BTreeMap<String, String>,
 }
 
+/// Who subscribed to which note: sessions (`resources/subscribe`) and
+/// listen streams (`subscriptions/listen`), each with a number of its own
+/// to be told apart when it goes.
+#[derive(Default)]
+struct Subscribers {
+    next: u64,
+    sessions: Vec<(u64, rmcp::Peer<RoleServer>, String)>,
+    streams: Vec<(u64, SubscriptionSink, Vec<String>)>,
+}
+
+impl Subscribers {
+    fn held(&self) -> usize {
+        self.sessions.len()
+            + self
+                .streams
+                .iter()
+                .map(|(_, _, uris)| uris.len())
+                .sum::<usize>()
+    }
+}
+
 #[derive(Clone)]
 struct TestServer {
     args: Arc<Args>,
@@ -150,6 +191,7 @@ struct TestServer {
     edits: Arc<Mutex<Edits>>,
     cancelled: Arc<AtomicU64>,
     calls: Arc<AtomicU64>,
+    subscribers: Arc<Mutex<Subscribers>>,
 }
 
 fn object(value: Value) -> JsonObject {
@@ -277,6 +319,11 @@ impl TestServer {
                 "Link the first note and embed the second.",
                 json!({"type": "object", "properties": {}}),
             ));
+            tools.push(tool(
+                "touch_note",
+                "Tell the note's subscribers that it changed.",
+                text_arg("name"),
+            ));
         }
         for index in 0..self.args.tools {
             tools.push(tool(
@@ -364,6 +411,43 @@ impl TestServer {
         CallToolResult::success(vec![ContentBlock::text(format!("changed {name}"))])
     }
 
+    /// Sends `notifications/resources/updated` for `uri` to each of its
+    /// subscribers.
+    async fn touch(&self, uri: &str) -> CallToolResult {
+        let (sessions, streams) = {
+            let subscribers = self
+                .subscribers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let sessions: Vec<_> = subscribers
+                .sessions
+                .iter()
+                .filter(|(_, _, subscribed)| subscribed == uri)
+                .map(|(_, peer, _)| peer.clone())
+                .collect();
+            let streams: Vec<_> = subscribers
+                .streams
+                .iter()
+                .filter(|(_, _, uris)| uris.iter().any(|u| u == uri))
+                .map(|(_, sink, _)| sink.clone())
+                .collect();
+            (sessions, streams)
+        };
+        let mut touched = 0;
+        for peer in sessions {
+            let params = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+            if peer.notify_resource_updated(params).await.is_ok() {
+                touched += 1;
+            }
+        }
+        for sink in streams {
+            if sink.notify_resource_updated(uri).await.is_ok() {
+                touched += 1;
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("touched {touched}"))])
+    }
+
     async fn change_list(
         &self,
         name: Option<String>,
@@ -399,6 +483,7 @@ impl ServerHandler for TestServer {
             .enable_completions()
             .enable_prompts()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -431,6 +516,80 @@ impl ServerHandler for TestServer {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if !self.args.resources || !request.uri.starts_with("test://notes/") {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        }
+        let mut subscribers = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        subscribers.next += 1;
+        let id = subscribers.next;
+        subscribers.sessions.push((id, context.peer, request.uri));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sessions
+            .retain(|(_, _, uri)| *uri != request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        // Notes only, as `resources/subscribe` takes.
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| uri.starts_with("test://notes/"))
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let id = {
+            let mut subscribers = self
+                .subscribers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            subscribers.next += 1;
+            let id = subscribers.next;
+            subscribers.streams.push((id, context.sink().clone(), uris));
+            id
+        };
+        context.cancelled().await;
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .streams
+            .retain(|(other, _, _)| *other != id);
+        Ok(())
     }
 
     async fn list_resources(
@@ -624,7 +783,15 @@ impl ServerHandler for TestServer {
             "stats" => CallToolResult::structured(json!({
                 "cancelled": self.cancelled.load(Ordering::Relaxed),
                 "calls": self.calls.load(Ordering::Relaxed),
+                "subscriptions": self.subscribers.lock().unwrap_or_else(PoisonError::into_inner).held(),
             })),
+            "touch_note" if self.args.resources => {
+                let uri = format!(
+                    "test://notes/{}",
+                    string_arg(&request, "name").unwrap_or_default()
+                );
+                self.touch(&uri).await
+            }
             "crash" => std::process::exit(101),
             "sum" if self.args.rich => {
                 let number = |key: &str| {
@@ -712,6 +879,12 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
         )));
     }
     let required = server.args.require_header.clone();
+    let oauth = server.args.oauth.then(|| {
+        oauth_server::Authority::new(
+            format!("http://{local}"),
+            server.args.oauth_token_lifetime_s,
+        )
+    });
     let service: StreamableHttpService<TestServer, LocalSessionManager> =
         StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -742,6 +915,9 @@ async fn serve_http(server: TestServer, addr: &str) -> std::io::Result<()> {
                 }
             },
         ));
+    }
+    if let Some(authority) = oauth {
+        router = authority.router(router);
     }
     println!("http://{local}/mcp");
     let _ = std::io::stdout().flush();
@@ -791,6 +967,7 @@ async fn main() {
         edits: Arc::new(Mutex::new(edits)),
         cancelled: Arc::default(),
         calls: Arc::default(),
+        subscribers: Arc::default(),
     };
     let outcome = match &args.http {
         Some(addr) => serve_http(server, addr).await.map_err(|e| e.to_string()),
