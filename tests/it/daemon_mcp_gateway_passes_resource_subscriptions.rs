@@ -48,22 +48,6 @@ impl ClientHandler for Updates {
     }
 }
 
-/// `notes` offers resources (and subscriptions), `plain` offers none.
-fn config(fixture: &Fixture) -> std::path::PathBuf {
-    let config = fixture.path().join("subscriptions.yaml");
-    let server = quiver_tests::mcp_test_server();
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  notes:\n    command: {server}\n    args: [\"--resources\"]\n  plain:\n    command: {server}\ncore_tools:\n  workspace: {work}\n",
-            server = server.display(),
-            work = fixture.work().display(),
-        ),
-    )
-    .unwrap();
-    config
-}
-
 fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     let mut params = CallToolRequestParams::new(name.to_owned());
     params.arguments = arguments.as_object().cloned();
@@ -140,7 +124,7 @@ async fn next_update(updates: &mut mpsc::UnboundedReceiver<String>) -> String {
 #[allow(deprecated)] // resources/subscribe is the session path of the earlier protocol versions
 async fn a_session_client_subscribes_and_hears_updates_under_the_gateways_names() {
     let fixture = Fixture::new();
-    let config = config(&fixture);
+    let config = fixture.notes_config();
     let gateway = |name: &str| {
         let mut command = tokio::process::Command::from(quiver_tests::quiver_command());
         command
@@ -249,7 +233,7 @@ async fn a_session_client_subscribes_and_hears_updates_under_the_gateways_names(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_listen_stream_names_its_resources_and_they_are_released_when_it_ends() {
     let fixture = Fixture::new();
-    let config = config(&fixture);
+    let config = fixture.notes_config();
     let daemon = TestDaemon::start(&config, &fixture.state());
     daemon.ready().await;
     let transport = || {

@@ -12,23 +12,6 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-/// Two copies of the test server: `notes` offers resources and prompts,
-/// `plain` offers neither.
-fn config(fixture: &Fixture) -> std::path::PathBuf {
-    let config = fixture.path().join("resources.yaml");
-    let server = quiver_tests::mcp_test_server();
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  notes:\n    command: {server}\n    args: [\"--resources\"]\n  plain:\n    command: {server}\ncore_tools:\n  workspace: {work}\n",
-            server = server.display(),
-            work = fixture.work().display(),
-        ),
-    )
-    .unwrap();
-    config
-}
-
 async fn gateway(
     fixture: &Fixture,
     config: &std::path::Path,
@@ -65,7 +48,7 @@ async fn wait_for_server(client: &RunningService<RoleClient, ()>, server: &str) 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_granted_servers_resources_and_prompts_pass_through() {
     let fixture = Fixture::new();
-    let config = config(&fixture);
+    let config = fixture.notes_config();
     let client = gateway(&fixture, &config, "*").await;
     let capabilities = &client.peer_info().unwrap().capabilities;
     assert!(capabilities.resources.is_some() && capabilities.prompts.is_some());
@@ -249,7 +232,7 @@ async fn a_granted_servers_resources_and_prompts_pass_through() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_outside_the_grant_shows_nothing() {
     let fixture = Fixture::new();
-    let config = config(&fixture);
+    let config = fixture.notes_config();
     let client = gateway(&fixture, &config, "mcp-plain").await;
     wait_for_server(&client, "plain").await;
 

@@ -54,6 +54,23 @@ impl Fixture {
         self.path().join("state")
     }
 
+    /// A config with two copies of the rmcp test server: `notes` offers
+    /// resources, subscriptions and prompts (`--resources`), `plain`
+    /// offers none; the core tools in the fixture's workspace.
+    pub fn notes_config(&self) -> PathBuf {
+        let path = self.path().join("notes.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "mcp_servers:\n  notes:\n    command: {server}\n    args: [\"--resources\"]\n  plain:\n    command: {server}\ncore_tools:\n  workspace: {work}\n",
+                server = crate::mcp_test_server().display(),
+                work = self.work().display(),
+            ),
+        )
+        .unwrap();
+        path
+    }
+
     /// A config with the text plugin, the rmcp test server as MCP server
     /// `test`, the core tools, the model `scripted` at `model_url` (its
     /// base URL, `/v1` is added) and `extra` YAML appended.
