@@ -217,6 +217,29 @@ impl McpHost {
         self.read_servers().get(server).map(|s| s.slot.clone())
     }
 
+    /// The slot of `server` and its session's peer, or why there is none
+    /// (`what`: the tool or request the error names).
+    pub(crate) fn connected(
+        &self,
+        server: &str,
+        what: &str,
+    ) -> Result<(Arc<Slot>, Peer<RoleClient>), McpCallError> {
+        let slot = self
+            .slot(server)
+            .ok_or_else(|| McpCallError::UnknownServer {
+                server: server.to_owned(),
+                tool: what.to_owned(),
+            })?;
+        let Some(peer) = slot.peer() else {
+            return Err(McpCallError::NotConnected {
+                server: server.to_owned(),
+                tool: what.to_owned(),
+                state: slot.state().describe(),
+            });
+        };
+        Ok((slot, peer))
+    }
+
     pub(crate) fn notices(&self) -> &tokio::sync::broadcast::Sender<ResourceNotice> {
         &self.notices
     }
@@ -442,19 +465,7 @@ impl McpHost {
         arguments: Map<String, Value>,
         cancel: impl Future<Output = ()>,
     ) -> Result<McpToolOutput, McpCallError> {
-        let slot = self
-            .slot(server)
-            .ok_or_else(|| McpCallError::UnknownServer {
-                server: server.to_owned(),
-                tool: tool.to_owned(),
-            })?;
-        let Some(peer) = slot.peer() else {
-            return Err(McpCallError::NotConnected {
-                server: server.to_owned(),
-                tool: tool.to_owned(),
-                state: slot.state().describe(),
-            });
-        };
+        let (slot, peer) = self.connected(server, tool)?;
         let timeout = slot.config.call_timeout;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let request = tokio::time::timeout(

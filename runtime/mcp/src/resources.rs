@@ -135,19 +135,7 @@ impl McpHost {
     where
         F: Future<Output = Result<T, ServiceError>>,
     {
-        let slot = self
-            .slot(server)
-            .ok_or_else(|| McpCallError::UnknownServer {
-                server: server.to_owned(),
-                tool: what.to_owned(),
-            })?;
-        let Some(peer) = slot.peer() else {
-            return Err(McpCallError::NotConnected {
-                server: server.to_owned(),
-                tool: what.to_owned(),
-                state: slot.state().describe(),
-            });
-        };
+        let (slot, peer) = self.connected(server, what)?;
         let offered = peer
             .peer_info()
             .is_some_and(|info| offer(&info.capabilities));

@@ -177,19 +177,7 @@ impl McpHost {
         uri: &str,
     ) -> Result<ResourceSubscription, McpCallError> {
         let what = format!("resources/subscribe {uri}");
-        let slot = self
-            .slot(server)
-            .ok_or_else(|| McpCallError::UnknownServer {
-                server: server.to_owned(),
-                tool: what.clone(),
-            })?;
-        let Some(peer) = slot.peer() else {
-            return Err(McpCallError::NotConnected {
-                server: server.to_owned(),
-                tool: what,
-                state: slot.state().describe(),
-            });
-        };
+        let (slot, peer) = self.connected(server, &what)?;
         let offered = peer.peer_info().is_some_and(|info| {
             info.capabilities
                 .resources
