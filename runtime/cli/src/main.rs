@@ -654,6 +654,24 @@ fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
     load_config_from(&config::discover(path))
 }
 
+/// The MCP server `name` of `config`, or an error listing the configured ones.
+fn configured_mcp_server<'c>(
+    config: &'c config::Config,
+    name: &str,
+) -> Result<&'c quiver_mcp::McpServerConfig> {
+    config.mcp_servers.get(name).ok_or_else(|| {
+        let configured: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
+        anyhow::anyhow!(
+            "no MCP server `{name}` is configured; configured: {}",
+            if configured.is_empty() {
+                "none".to_owned()
+            } else {
+                configured.join(", ")
+            }
+        )
+    })
+}
+
 /// [`load_config`] of a config already found.
 fn load_config_from(origin: &config::ConfigOrigin) -> Result<LoadedConfig, ConfigError> {
     let loaded = origin.load()?;

@@ -73,18 +73,7 @@ fn oauth_server(args: &ServerArgs) -> Result<McpServerConfig> {
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());
     }
-    let Some(server) = config.mcp_servers.get(&args.server) else {
-        let configured: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-        bail!(
-            "no MCP server `{}` is configured; configured: {}",
-            args.server,
-            if configured.is_empty() {
-                "none".to_owned()
-            } else {
-                configured.join(", ")
-            }
-        );
-    };
+    let server = crate::configured_mcp_server(&config, &args.server)?;
     if server.transport.kind() != "http" {
         bail!(
             "server `{}` is a stdio server; OAuth is for `url` (Streamable HTTP) servers",

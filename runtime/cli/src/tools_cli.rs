@@ -107,18 +107,7 @@ fn accept(args: AcceptArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());
     }
-    if !config.mcp_servers.contains_key(&args.server) {
-        let configured: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
-        bail!(
-            "no MCP server `{}` is configured; configured: {}",
-            args.server,
-            if configured.is_empty() {
-                "none".to_owned()
-            } else {
-                configured.join(", ")
-            }
-        );
-    }
+    crate::configured_mcp_server(&config, &args.server)?;
     let state_dir = config.serve.state_dir();
     let wait = Duration::try_from_secs_f64(args.wait_s.max(0.0)).unwrap_or(Duration::ZERO);
     let runtime = tokio::runtime::Builder::new_multi_thread()
