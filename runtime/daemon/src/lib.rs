@@ -752,10 +752,10 @@ impl Daemon {
             started: Instant::now(),
             watcher: std::sync::Mutex::new(None),
             persister: std::sync::Mutex::new(Some(persister)),
+            savings: savings::Series::start(records.subscribe()),
             records,
             // Deltas come many to an answer: room for several answers.
             turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
-            savings: savings::Series::start(),
         });
         daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);

@@ -4,8 +4,10 @@
 //! search summed over every assembly, assemblies, tool calls, searches and
 //! search misses).
 //!
-//! A sampler reads the totals every [`SAMPLE_EVERY`] and keeps a point
-//! only when they changed, so an idle daemon adds nothing. The series
+//! A sampler reads the totals [`SAMPLE_EVERY`] after the activity feed
+//! records something (what arrives meanwhile is in the same sample) and
+//! keeps a point only when they changed. An idle daemon records nothing,
+//! so the sampler sleeps on the feed and never wakes it. The series
 //! holds at most [`MAX_POINTS`]; when full, every other point is dropped
 //! (the first and the newest are kept), so it always spans the whole life
 //! at a coarser step rather than forgetting the start.
@@ -15,7 +17,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// How often the sampler reads the totals.
+/// How long after activity the sampler reads the totals: at most one
+/// point per this much time.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
 /// Most points kept.
@@ -104,18 +107,27 @@ pub struct Series {
 }
 
 impl Series {
-    /// Starts sampling the process's metrics on the current runtime; the
-    /// sampler stops when the series is dropped.
-    pub fn start() -> Arc<Series> {
+    /// Starts sampling the process's metrics on the current runtime after
+    /// each burst of `activity` (the daemon's feed records); the sampler
+    /// stops when the series is dropped or the feed closes.
+    pub fn start<T: Clone + Send + 'static>(
+        mut activity: tokio::sync::broadcast::Receiver<T>,
+    ) -> Arc<Series> {
+        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
         let series = Arc::new(Series::default());
         series.add(Point::now());
         let weak = Arc::downgrade(&series);
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(SAMPLE_EVERY);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticks.tick().await;
             loop {
-                ticks.tick().await;
+                if let Err(RecvError::Closed) = activity.recv().await {
+                    break;
+                }
+                tokio::time::sleep(SAMPLE_EVERY).await;
+                // What came meanwhile is in this sample.
+                while !matches!(
+                    activity.try_recv(),
+                    Err(TryRecvError::Empty | TryRecvError::Closed)
+                ) {}
                 let Some(series) = weak.upgrade() else { break };
                 series.add(Point::now());
             }
