@@ -47,6 +47,7 @@ mod daemon_gateway_session_ids_are_reserved;
 mod daemon_health_and_metrics;
 mod daemon_hybrid_search_embeds_what_changed;
 mod daemon_idle_sessions_leave_memory;
+mod daemon_left_idle_reads_and_writes_nothing;
 mod daemon_mcp_gateway_json_rpc_errors;
 mod daemon_mcp_gateway_keeps_tool_metadata;
 mod daemon_mcp_gateway_over_http;
