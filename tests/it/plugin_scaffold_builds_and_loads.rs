@@ -3,8 +3,9 @@
 //!
 //! Slow (it builds the scaffold and its dependencies from scratch in its
 //! own target directory), so it is `#[ignore]`d in the normal run and
-//! `.ci/run` runs it explicitly. Cargo runs `--offline`: the workspace
-//! build has already fetched every crate the scaffold needs.
+//! `.ci/run` runs it explicitly. Cargo runs `--offline` with the
+//! workspace's lock file: the workspace build has already fetched every
+//! crate the scaffold needs, at those versions.
 
 use std::process::Command;
 
@@ -53,6 +54,14 @@ async fn scaffold_builds_passes_its_test_and_serves_calls() {
         manifest.contains(&format!("version = \"{}\"", quiver_plugin_api_version())),
         "{manifest}"
     );
+    // The workspace's lock file, so the scaffold builds the versions the
+    // workspace was built and tested with (the ones a fresh machine has
+    // downloaded), not whatever else the machine's cargo cache holds.
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        crate_dir.join("Cargo.lock"),
+    )
+    .unwrap();
     let target = temp.path().join("target");
     cargo(&crate_dir, &target, &["build", "--quiet"]);
     cargo(&crate_dir, &target, &["test", "--quiet"]);
