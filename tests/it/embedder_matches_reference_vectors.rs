@@ -1,7 +1,8 @@
 //! The candle embedder gives all-MiniLM-L6-v2's vectors: those of an
 //! independent numpy forward pass (`tests/third_party/embedding_reference.py`,
 //! which also matches fastembed's and text-embeddings-inference's published
-//! values for the model), alone and in a padded batch, truncated at the
+//! values for the model), alone, in a padded batch and as a search query
+//! (its own pool, on every core), truncated at the
 //! model's 256 tokens; a directory that is no model is a clear error.
 
 use quiver_embed::{EmbedError, EmbedOptions, Embedder};
@@ -47,7 +48,13 @@ fn vectors_match_the_reference_alone_and_batched() {
             "token count of {text:?}"
         );
         let alone = embedder.embed(&[text]).unwrap().remove(0);
-        for (how, vector) in [("alone", &alone), ("in a batch", &batched[at])] {
+        // A search's query goes through its own pool, on every core.
+        let query = embedder.embed_query(text).unwrap();
+        for (how, vector) in [
+            ("alone", &alone),
+            ("in a batch", &batched[at]),
+            ("as a query", &query),
+        ] {
             let similarity = cosine(vector, &expected);
             let largest = vector
                 .iter()

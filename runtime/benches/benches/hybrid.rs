@@ -69,7 +69,8 @@ fn hybrid(c: &mut Criterion) {
     let snapshot = registry.snapshot();
     assert_eq!(snapshot.len(), 5_712, "catalog changed");
 
-    // The same model and threads as the daemon's (half the cores).
+    // The same model and threads as the daemon's: half the cores for
+    // background batches, every core for a query.
     let embedder = Embedder::load(
         &model,
         &EmbedOptions {
@@ -118,7 +119,7 @@ fn hybrid(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     group.bench_function("query_embedding", |b| {
         let mut next = queries.iter().cycle();
-        b.iter(|| embedder.embed(&[black_box(next.next().unwrap().as_str())]));
+        b.iter(|| embedder.embed_query(black_box(next.next().unwrap().as_str())));
     });
     // Every query's vector once, so the search below measures the search.
     let refs: Vec<&str> = queries.iter().map(String::as_str).collect();

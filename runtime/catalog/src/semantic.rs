@@ -108,7 +108,7 @@ impl DenseSlot {
     /// vector) to `out`, `NaN` for a tool whose vector is not ready.
     pub fn similarities(&self, query: &[f32], out: &mut Vec<f32>) {
         out.extend(self.vectors.iter().map(|cell| match cell.get() {
-            Some(vector) => vector.iter().zip(query).map(|(a, b)| a * b).sum(),
+            Some(vector) => quiver_embed::model::dot(vector, query),
             None => f32::NAN,
         }));
     }
@@ -207,7 +207,7 @@ impl Shared {
         {
             return Ok(vector.clone());
         }
-        let vector = unit(self.embedder.embed(&[query])?.pop().unwrap_or_default());
+        let vector = unit(self.embedder.embed_query(query)?);
         self.remember_query(query, vector.clone());
         Ok(vector)
     }

@@ -223,7 +223,7 @@ pub const SETTINGS: &[Setting] = &[
             below: quiver_config::Below::Error,
         },
         default: DefaultValue::Described("half the cores, at least 1"),
-        doc: "inference threads, so that embedding in the background leaves cores to the daemon",
+        doc: "inference threads for embedding tools in the background, so that it leaves cores to the daemon; a search embeds its query on every core",
     },
 ];
 

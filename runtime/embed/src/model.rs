@@ -145,7 +145,12 @@ pub struct Embedder {
     max_tokens: usize,
     dimension: usize,
     key: String,
+    /// Runs batches: `threads` threads, so background embedding leaves
+    /// cores to the daemon.
     pool: rayon::ThreadPool,
+    /// Runs [`Embedder::embed_query`]: every core, since a model's tool
+    /// call waits on it and it is one short text.
+    query_pool: rayon::ThreadPool,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -324,6 +329,15 @@ impl Embedder {
                 threads,
                 message: e.to_string(),
             })?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let query_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores)
+            .thread_name(|i| format!("quiver-embed-query-{i}"))
+            .build()
+            .map_err(|e| EmbedError::Threads {
+                threads: cores,
+                message: e.to_string(),
+            })?;
         let key = hasher.finalize().to_hex()[..16].to_owned();
         Ok(Embedder {
             dir: dir.to_path_buf(),
@@ -335,6 +349,7 @@ impl Embedder {
             dimension: config.hidden_size,
             key,
             pool,
+            query_pool,
         })
     }
 
@@ -370,18 +385,11 @@ impl Embedder {
         &self.key
     }
 
-    /// One vector per text, in order.
+    /// One vector per text, in order, on the batch threads.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut encodings = Vec::with_capacity(texts.len());
         for text in texts {
-            let encoding =
-                self.tokenizer
-                    .encode(*text, true)
-                    .map_err(|e| EmbedError::Tokenizer {
-                        path: self.dir.join("tokenizer.json"),
-                        message: e.to_string(),
-                    })?;
-            encodings.push(encoding.get_ids().to_vec());
+            encodings.push(self.encode(text)?);
         }
         // Similar lengths together: less padding per batch.
         let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -402,15 +410,26 @@ impl Embedder {
         Ok(out)
     }
 
-    /// Token counts of `text` as the model sees it (after truncation).
-    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
+    /// One text's vector on every core: what a search waits on.
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let ids = self.encode(text)?;
+        let vectors = self.query_pool.install(|| self.forward(&[&ids]))?;
+        Ok(vectors.into_iter().next().unwrap_or_default())
+    }
+
+    fn encode(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         self.tokenizer
             .encode(text, true)
-            .map(|e| e.get_ids().len())
+            .map(|encoding| encoding.get_ids().to_vec())
             .map_err(|e| EmbedError::Tokenizer {
                 path: self.dir.join("tokenizer.json"),
                 message: e.to_string(),
             })
+    }
+
+    /// Token counts of `text` as the model sees it (after truncation).
+    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
+        self.encode(text).map(|ids| ids.len())
     }
 
     fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -476,6 +495,32 @@ impl Embedder {
     }
 }
 
+/// The dot product of `a` and `b` (the cosine of two unit vectors), over
+/// their common length.
+///
+/// Eight running sums instead of one: a single sum is a chain the compiler
+/// may not reorder, so it runs one addition at a time, while eight
+/// independent lanes become one vector instruction per step. A search takes
+/// this over every tool, so it is most of a fused search's cost.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let common = a.len().min(b.len());
+    let (a, b) = (
+        a.get(..common).unwrap_or(&[]),
+        b.get(..common).unwrap_or(&[]),
+    );
+    let mut sums = [0f32; LANES];
+    let (a_chunks, a_rest) = a.as_chunks::<LANES>();
+    let (b_chunks, b_rest) = b.as_chunks::<LANES>();
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((sum, x), y) in sums.iter_mut().zip(x).zip(y) {
+            *sum += x * y;
+        }
+    }
+    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    sums.iter().sum::<f32>() + rest
+}
+
 /// Scales `vector` to unit length (a zero vector stays zero).
 pub fn normalize(vector: &mut [f32]) {
     let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -483,5 +528,28 @@ pub fn normalize(vector: &mut [f32]) {
         for x in vector.iter_mut() {
             *x /= norm;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_is_the_plain_sum_of_products_over_the_common_length() {
+        let a: Vec<f32> = (0..389).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..389).map(|i| (i as f32 * 0.11).cos()).collect();
+        for length in [0, 1, 7, 8, 9, 384, 389] {
+            let plain: f64 = a[..length]
+                .iter()
+                .zip(&b[..length])
+                .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                .sum();
+            let fast = f64::from(dot(&a[..length], &b[..length]));
+            assert!((plain - fast).abs() < 1e-4, "{length}: {plain} vs {fast}");
+        }
+        // Unequal lengths: only the shared prefix counts.
+        assert_eq!(dot(&[1.0, 2.0, 3.0], &[4.0, 5.0]), 14.0);
+        assert_eq!(dot(&[], &[4.0]), 0.0);
     }
 }
