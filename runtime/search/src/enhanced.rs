@@ -64,6 +64,13 @@ pub const DENSE_CANDIDATES: usize = 20;
 /// result without lexical evidence, so an off-topic query still finds
 /// nothing.
 pub const MIN_SIMILARITY: f32 = 0.35;
+/// Hybrid search: how steeply the similarities' weight falls as the best
+/// lexical match explains more of the query; the weight is scaled by
+/// `(1 - coverage)` to this power. Above 1, a query that one tool matches
+/// in most of its words keeps nearly its lexical order (half its words:
+/// 0.18 of the weight), while one that lexical search barely explains gets
+/// most of it (a quarter: 0.49).
+pub const COVERAGE_EXPONENT: f64 = 2.5;
 
 /// BM25 saturation.
 pub const K1: f64 = 1.5;
@@ -1582,7 +1589,8 @@ impl EnhancedIndex {
     /// similar tools, scaled from 0 (the last candidate) to 1 (the first),
     /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
     /// share of the query's words that no lexical match explains (the most
-    /// words any lexical match holds, of all the query's words). Returns
+    /// words any lexical match holds, of all the query's words) to the
+    /// power [`COVERAGE_EXPONENT`]. Returns
     /// the fused scores, the tools they touch, and per tool whether it may
     /// be a result (a lexical match, or a candidate of [`MIN_SIMILARITY`]
     /// or more), folded like the scores; `None` when no tool has a vector.
@@ -1643,7 +1651,7 @@ impl EnhancedIndex {
                     (best.max(score), most.max(words))
                 });
         let coverage = (f64::from(most_words) / query_words.max(1) as f64).min(1.0);
-        let weight = fusion.weight.clamp(0.0, 1.0) * (1.0 - coverage);
+        let weight = fusion.weight.clamp(0.0, 1.0) * (1.0 - coverage).powf(COVERAGE_EXPONENT);
         for &d in touched {
             if !lexical_ok(d) || best <= 0.0 {
                 continue;
@@ -1977,6 +1985,32 @@ mod tests {
         };
         let hits = index.search_fused("count words", 3, Some(&fusion));
         assert_eq!(names(&hits)[0], "word_count");
+    }
+
+    #[test]
+    fn fusion_keeps_a_mostly_explained_query_in_its_lexical_order() {
+        let index = EnhancedIndex::build(
+            [
+                tool("t", "tally", "Count the words of a text"),
+                tool("t", "echo", "Echo the given text back"),
+                tool("t", "CreateMessage", "Send a message from the account"),
+                tool("t", "list_files", "List the files of a folder"),
+            ]
+            .iter(),
+        );
+        // tally and echo each hold two of the three words, tally a little
+        // better; the dense side prefers echo. A third of the query
+        // unexplained leaves the similarities (1/3)^2.5 of the weight, too
+        // little to overturn the lexical order (a third of it would).
+        let lexical = index.search("text words back", 4);
+        assert_eq!(names(&lexical)[..2], ["tally", "echo"]);
+        let similarity = [0.30, 0.90, 0.50, 0.20];
+        let fusion = Fusion {
+            similarity: &similarity,
+            weight: 0.9,
+        };
+        let hits = index.search_fused("text words back", 4, Some(&fusion));
+        assert_eq!(names(&hits)[..2], ["tally", "echo"], "{hits:?}");
     }
 
     #[test]
