@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Retriever};
 use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
 use crate::semantic::SemanticIndex;
@@ -207,10 +207,22 @@ impl Assembler {
         if scopes.is_empty() {
             scopes.push((Scope::all(), self.config.enabled != Switch::Off));
         }
+        let mut catalogs = Vec::with_capacity(scopes.len());
         for (scope, defer) in scopes {
             let catalog = self.catalog(snapshot, &scope, defer);
             if !catalog.is_index_ready() {
                 catalog.set_index(Arc::new(self.segments.compose(catalog.groups())));
+            }
+            catalogs.push(catalog);
+        }
+        // The change is searchable; now, if too many segments are looked up
+        // one by one, a fresh directory, and the same indexes through it.
+        let indexes: Vec<Arc<Retriever>> = catalogs.iter().map(|c| c.index()).collect();
+        if self.segments.refresh_directory(&indexes) {
+            for catalog in &catalogs {
+                if let Some(index) = self.segments.compose_cached(catalog.groups()) {
+                    catalog.set_index(Arc::new(index));
+                }
             }
         }
         self.segments.end_pass();
@@ -842,5 +854,61 @@ mod tests {
         let hit = new.search("alpha", 10).remove(0);
         assert!(Arc::ptr_eq(&hit.tool, &new.groups()[0].tools()[0]));
         assert!(!new.is_index_ready(), "serving meanwhile builds nothing");
+    }
+
+    #[test]
+    fn the_background_pass_keeps_a_directory_once_many_sources_are_indexed() {
+        let registry = ToolRegistry::new();
+        let source = |n: usize| ToolSource::Mcp(format!("server{n}"));
+        let tools = |n: usize, round: usize| {
+            (0..3)
+                .map(|t| spec(&format!("{}{n}x{t}", ["plainwidget", "fancygizmo"][round])))
+                .collect::<Vec<_>>()
+        };
+        for n in 0..20 {
+            registry.set_source_tools(source(n), tools(n, 0));
+        }
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let pass = || {
+            let snapshot = registry.snapshot();
+            assembler.prepare(&snapshot);
+            let assembly = assembler.assemble(&snapshot, &Scope::all(), 100_000);
+            let index = assembly.catalog().index();
+            let found: Vec<String> = assembly
+                .search("plainwidget7x1 fancygizmo3x2", None)
+                .iter()
+                .map(|h| h.tool.original_name().to_owned())
+                .collect();
+            match &*index {
+                Retriever::Enhanced(index, _) => (
+                    index.directory().cloned(),
+                    index.uncovered_segments(),
+                    found,
+                ),
+                Retriever::Classic(_) => panic!("the default mode is enhanced"),
+            }
+        };
+        let (first, uncovered, found) = pass();
+        let first = first.expect("20 sources: a directory");
+        assert_eq!((first.segments(), uncovered), (20, 0));
+        assert_eq!(found, ["plainwidget7x1"]);
+
+        // One source changes: its new segment is looked up on its own, the
+        // directory stays.
+        registry.set_source_tools(source(3), tools(3, 1));
+        let (directory, uncovered, found) = pass();
+        assert!(Arc::ptr_eq(&directory.unwrap(), &first));
+        assert_eq!(uncovered, 1);
+        assert_eq!(found, ["plainwidget7x1", "fancygizmo3x2"]);
+
+        // Nine more change: too many uncovered, a new directory over them.
+        for n in 8..17 {
+            registry.set_source_tools(source(n), tools(n, 1));
+        }
+        let (directory, uncovered, found) = pass();
+        let directory = directory.unwrap();
+        assert!(!Arc::ptr_eq(&directory, &first));
+        assert_eq!((directory.segments(), uncovered), (20, 0));
+        assert_eq!(found, ["plainwidget7x1", "fancygizmo3x2"]);
     }
 }

@@ -14,7 +14,7 @@ use crate::indexing::{Segment, SegmentCache};
 use crate::semantic::{DenseSlot, Shared};
 use crate::settings::{SearchMode, ToolSearchConfig};
 use quiver_search::classic::{Scored, SearchIndex};
-use quiver_search::enhanced::{EnhancedIndex, Fusion, split_server_filters};
+use quiver_search::enhanced::{Directory, EnhancedIndex, Fusion, split_server_filters};
 use quiver_tool::registry::RegistrySnapshot;
 use quiver_tool::scope::Scope;
 use quiver_tool::tool::{Tool, ToolSource};
@@ -179,6 +179,17 @@ impl Retriever {
     /// `mode` (segments of the other mode are ignored); scores equal those
     /// of [`Retriever::build`] over the same groups.
     pub fn from_segments(mode: SearchMode, segments: Vec<Segment>) -> Retriever {
+        Retriever::from_segments_with(mode, segments, None)
+    }
+
+    /// [`Retriever::from_segments`], the enhanced index looking the
+    /// dictionaries of the segments `directory` covers up through it (same
+    /// results, fewer lookups).
+    pub fn from_segments_with(
+        mode: SearchMode,
+        segments: Vec<Segment>,
+        directory: Option<Arc<Directory>>,
+    ) -> Retriever {
         match mode {
             SearchMode::Classic => Retriever::Classic(SearchIndex::from_segments(
                 segments
@@ -204,7 +215,10 @@ impl Retriever {
                     let semantic = slots.first()?.semantic().clone();
                     Some(Dense { slots, semantic })
                 });
-                Retriever::Enhanced(Box::new(EnhancedIndex::from_segments(lexical)), dense)
+                Retriever::Enhanced(
+                    Box::new(EnhancedIndex::with_directory(lexical, directory)),
+                    dense,
+                )
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::catalog::{CatalogGroup, Retriever};
 use crate::semantic::{DenseSlot, SemanticIndex};
 use crate::settings::SearchMode;
 use quiver_search::classic::ClassicSegment;
-use quiver_search::enhanced::EnhancedSegment;
+use quiver_search::enhanced::{Directory, EnhancedIndex, EnhancedSegment};
 use quiver_tool::tool::{Tool, ToolSource};
 
 /// One source's part of a catalog's search index, of the configured mode.
@@ -83,11 +83,22 @@ impl Cached {
     }
 }
 
+/// How many of a catalog's enhanced segments may be looked up one by one,
+/// outside the directory, before the background pass builds a new one.
+/// A change leaves one source's new segment uncovered (the replaced one
+/// simply drops out), so a run of changes to one plugin never rebuilds it;
+/// changes to this many different sources do, once.
+pub const MAX_UNCOVERED_SEGMENTS: usize = 8;
+
 /// Segments by source, for one search mode (and embedding stage).
 pub struct SegmentCache {
     mode: SearchMode,
     semantic: Option<Arc<SemanticIndex>>,
     entries: Mutex<HashMap<ToolSource, Vec<Cached>>>,
+    /// The enhanced segments' catalog-wide directory, built by
+    /// [`SegmentCache::refresh_directory`]; any one serves (see
+    /// [`Directory`]), a recent one serves best.
+    directory: Mutex<Option<Arc<Directory>>>,
     /// Counts background passes; entries unused for two are dropped.
     pass: AtomicU64,
 }
@@ -114,6 +125,7 @@ impl SegmentCache {
             mode,
             semantic,
             entries: Mutex::new(HashMap::new()),
+            directory: Mutex::new(None),
             pass: AtomicU64::new(0),
         }
     }
@@ -158,7 +170,11 @@ impl SegmentCache {
     /// cached.
     pub fn compose_cached(&self, groups: &[CatalogGroup]) -> Option<Retriever> {
         let segments: Option<Vec<Segment>> = groups.iter().map(|g| self.lookup(g)).collect();
-        Some(Retriever::from_segments(self.mode, segments?))
+        Some(Retriever::from_segments_with(
+            self.mode,
+            segments?,
+            self.directory(),
+        ))
     }
 
     /// The index over `groups`, building (and caching) the segments that
@@ -174,7 +190,42 @@ impl SegmentCache {
                 })
             })
             .collect();
-        Retriever::from_segments(self.mode, segments)
+        Retriever::from_segments_with(self.mode, segments, self.directory())
+    }
+
+    /// The current directory of the enhanced segments, if one was built.
+    pub fn directory(&self) -> Option<Arc<Directory>> {
+        self.directory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Builds a new directory over the segments of `indexes` when one of
+    /// them looks more than [`MAX_UNCOVERED_SEGMENTS`] segments up one by
+    /// one (so a catalog of a few sources never needs one). Returns whether
+    /// it did, so the caller composes those indexes again. The background
+    /// pass runs it after the change it indexes is searchable.
+    pub(crate) fn refresh_directory(&self, indexes: &[Arc<Retriever>]) -> bool {
+        let enhanced: Vec<&EnhancedIndex> = indexes
+            .iter()
+            .filter_map(|index| match &**index {
+                Retriever::Enhanced(index, _) => Some(&**index),
+                Retriever::Classic(_) => None,
+            })
+            .collect();
+        if !enhanced
+            .iter()
+            .any(|index| index.uncovered_segments() > MAX_UNCOVERED_SEGMENTS)
+        {
+            return false;
+        }
+        let directory = Directory::build(enhanced.iter().flat_map(|index| index.segments()));
+        *self
+            .directory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(directory));
+        true
     }
 
     /// Starts a background pass: what it uses is kept.

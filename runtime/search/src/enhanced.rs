@@ -500,6 +500,9 @@ struct Expansion {
 /// Built off the request path when a source publishes; this is also where
 /// any further per-source derived data (such as per-tool vectors) belongs.
 pub struct EnhancedSegment {
+    /// Unique among the segments this process builds: how a [`Directory`]
+    /// names it.
+    key: u64,
     docs: Vec<Arc<Tool>>,
     /// Each tool's server, an index into `servers`.
     doc_servers: Vec<u32>,
@@ -578,8 +581,10 @@ impl EnhancedSegment {
     pub fn build_described<'a>(
         groups: impl IntoIterator<Item = (Option<&'a str>, &'a [Arc<Tool>])>,
     ) -> EnhancedSegment {
+        static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let analyzer = Analyzer::default();
         let mut segment = EnhancedSegment {
+            key: NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             docs: Vec::new(),
             doc_servers: Vec::new(),
             terms: HashMap::default(),
@@ -662,6 +667,11 @@ impl EnhancedSegment {
     /// Number of indexed tools.
     pub fn len(&self) -> usize {
         self.docs.len()
+    }
+
+    /// The key a [`Directory`] knows it by.
+    pub fn key(&self) -> u64 {
+        self.key
     }
 
     /// Whether the segment holds no tool.
@@ -944,6 +954,17 @@ pub struct EnhancedIndex {
     /// Per catalog-wide server, its context length.
     server_lengths: Vec<u32>,
     server_average_length: f64,
+    /// Where the dictionaries of most segments are looked up at once.
+    directory: Option<Arc<Directory>>,
+    /// Segment key → position, for the hits the directory gives by key
+    /// (keys of segments not in this index are dropped).
+    positions: HashMap<u64, u32>,
+    /// The positions of the segments the directory does not cover (all of
+    /// them without one), looked up one by one.
+    overlay: Vec<u32>,
+    /// Catalog-wide (copy, first) of the tools making the same call as a
+    /// tool their server lists earlier.
+    same_operations: Vec<(u32, u32)>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
@@ -978,6 +999,34 @@ impl EnhancedIndex {
 
     /// Combines segments, in tie-break order.
     pub fn from_segments(segments: Vec<Arc<EnhancedSegment>>) -> EnhancedIndex {
+        Self::with_directory(segments, None)
+    }
+
+    /// Combines segments, in tie-break order, looking the dictionaries of
+    /// those `directory` covers up through it (same results, one lookup
+    /// instead of one per segment).
+    pub fn with_directory(
+        segments: Vec<Arc<EnhancedSegment>>,
+        directory: Option<Arc<Directory>>,
+    ) -> EnhancedIndex {
+        let mut positions: HashMap<u64, u32> = HashMap::default();
+        positions.reserve(segments.len());
+        let mut overlay = Vec::new();
+        let mut same_operations = Vec::new();
+        let mut start = 0u32;
+        for (at, segment) in segments.iter().enumerate() {
+            positions.insert(segment.key, at as u32);
+            if !directory.as_ref().is_some_and(|d| d.covers(segment.key)) {
+                overlay.push(at as u32);
+            }
+            same_operations.extend(
+                segment
+                    .same_operation
+                    .iter()
+                    .map(|(&copy, &first)| (start + copy, start + first)),
+            );
+            start += segment.docs.len() as u32;
+        }
         let mut offsets = Vec::with_capacity(segments.len() + 1);
         let mut total = 0u32;
         let mut length_totals = [0u64; FIELDS];
@@ -1040,7 +1089,22 @@ impl EnhancedIndex {
             server_ids,
             server_lengths,
             server_average_length,
+            directory,
+            positions,
+            overlay,
+            same_operations,
         }
+    }
+
+    /// The directory it looks most dictionaries up in, if any.
+    pub fn directory(&self) -> Option<&Arc<Directory>> {
+        self.directory.as_ref()
+    }
+
+    /// The segments looked up one by one: those the directory does not
+    /// cover.
+    pub fn uncovered_segments(&self) -> usize {
+        self.overlay.len()
     }
 
     /// Number of indexed tools.
@@ -1093,19 +1157,81 @@ impl EnhancedIndex {
             .map(|&(id, _)| id)
     }
 
+    /// Each (segment position, value) of one key, for the segments that
+    /// hold it: the directory's `listed` hits for the segments it covers
+    /// (keys of segments not in this index dropped), and `own`'s lookup in
+    /// each other segment; in segment order without a directory, in no
+    /// particular order with one.
+    fn gather<'s, T: Copy + 's>(
+        &'s self,
+        listed: Option<&[(u64, T)]>,
+        own: impl Fn(&'s EnhancedSegment) -> Option<&'s [T]>,
+        out: &mut Vec<(u32, T)>,
+    ) {
+        if self.directory.is_none() {
+            for (at, segment) in self.segments.iter().enumerate() {
+                for &value in own(segment).unwrap_or(&[]) {
+                    out.push((at as u32, value));
+                }
+            }
+            return;
+        }
+        for &(key, value) in listed.unwrap_or(&[]) {
+            if let Some(&at) = self.positions.get(&key) {
+                out.push((at, value));
+            }
+        }
+        for &at in &self.overlay {
+            if let Some(segment) = self.segments.get(at as usize) {
+                for &value in own(segment).unwrap_or(&[]) {
+                    out.push((at, value));
+                }
+            }
+        }
+    }
+
+    /// (segment position, the term's id there) of each segment holding
+    /// `term`, in segment order.
+    fn term_hits(&self, term: &str) -> Vec<(u32, u32)> {
+        let mut hits = Vec::new();
+        self.gather(
+            self.directory
+                .as_deref()
+                .and_then(|d| d.terms.get(term))
+                .map(Vec::as_slice),
+            |segment| segment.terms.get(term).map(std::slice::from_ref),
+            &mut hits,
+        );
+        hits.sort_unstable();
+        hits
+    }
+
     fn knows(&self, term: &str) -> bool {
-        self.segments.iter().any(|s| s.terms.contains_key(term))
+        let Some(directory) = &self.directory else {
+            return self.segments.iter().any(|s| s.terms.contains_key(term));
+        };
+        directory
+            .terms
+            .get(term)
+            .is_some_and(|hits| hits.iter().any(|(key, _)| self.positions.contains_key(key)))
+            || self.overlay.iter().any(|&at| {
+                self.segments
+                    .get(at as usize)
+                    .is_some_and(|s| s.terms.contains_key(term))
+            })
     }
 
     fn resolve(&self, term: &str) -> Option<Found> {
-        let mut hits = Vec::new();
-        let mut df = 0;
-        for (at, segment) in self.segments.iter().enumerate() {
-            if let Some(&id) = segment.terms.get(term) {
-                df += segment.postings.get(id as usize).map_or(0, Vec::len);
-                hits.push((at as u32, id));
-            }
-        }
+        let hits = self.term_hits(term);
+        let df = hits
+            .iter()
+            .map(|&(at, id)| {
+                self.segments
+                    .get(at as usize)
+                    .and_then(|s| s.postings.get(id as usize))
+                    .map_or(0, Vec::len)
+            })
+            .sum();
         (!hits.is_empty()).then(|| Found {
             term: term.to_owned(),
             hits,
@@ -1117,11 +1243,9 @@ impl EnhancedIndex {
     /// terms in order of first appearance, so by the first segment that
     /// holds it, then by its id there.
     fn term_order(&self, term: &str) -> (usize, u32) {
-        self.segments
-            .iter()
-            .enumerate()
-            .find_map(|(at, s)| s.terms.get(term).map(|&id| (at, id)))
-            .unwrap_or((usize::MAX, u32::MAX))
+        self.term_hits(term)
+            .first()
+            .map_or((usize::MAX, u32::MAX), |&(at, id)| (at as usize, id))
     }
 
     /// Known terms whose word or stem is within one edit of `word` or of
@@ -1205,7 +1329,26 @@ impl EnhancedIndex {
             if term.len() < MIN_EXTENSION_PREFIX {
                 return Vec::new();
             }
-            for segment in &self.segments {
+            let one_by_one: Vec<&Arc<EnhancedSegment>> = match &self.directory {
+                Some(directory) => {
+                    let sorted = &directory.extension_terms;
+                    let from = sorted.partition_point(|longer| longer.as_ref() < term);
+                    for longer in sorted.get(from..).unwrap_or(&[]) {
+                        if !longer.starts_with(term) {
+                            break;
+                        }
+                        if longer.as_ref() != term && self.knows(longer) {
+                            names.push(longer);
+                        }
+                    }
+                    self.overlay
+                        .iter()
+                        .filter_map(|&at| self.segments.get(at as usize))
+                        .collect()
+                }
+                None => self.segments.iter().collect(),
+            };
+            for segment in one_by_one {
                 let sorted = &segment.extension_terms;
                 let from = sorted.partition_point(|&id| segment.term(id) < term);
                 for &id in sorted.get(from..).unwrap_or(&[]) {
@@ -1320,17 +1463,24 @@ impl EnhancedIndex {
     fn server_scores(&self, terms: &[&str]) -> Vec<f64> {
         let mut scores = vec![0.0; self.server_lengths.len()];
         let mut entries: Vec<(u32, u16)> = Vec::new();
+        let mut found: Vec<(u32, (u32, u16))> = Vec::new();
         for term in terms {
             entries.clear();
-            for (at, segment) in self.segments.iter().enumerate() {
-                let Some(list) = segment.servers.terms.get(*term) else {
-                    continue;
-                };
-                let start = self.server_starts.get(at).copied().unwrap_or(0);
-                for &(server, tf) in list {
-                    if let Some(&(id, true)) = self.server_ids.get((start + server) as usize) {
-                        entries.push((id, tf));
-                    }
+            found.clear();
+            // Each catalog-wide server counts once per term (through the
+            // first segment that names it), so the order does not matter.
+            self.gather(
+                self.directory
+                    .as_deref()
+                    .and_then(|d| d.server_terms.get(*term))
+                    .map(Vec::as_slice),
+                |segment| segment.servers.terms.get(*term).map(Vec::as_slice),
+                &mut found,
+            );
+            for &(at, (server, tf)) in &found {
+                let start = self.server_starts.get(at as usize).copied().unwrap_or(0);
+                if let Some(&(id, true)) = self.server_ids.get((start + server) as usize) {
+                    entries.push((id, tf));
                 }
             }
             if entries.is_empty() {
@@ -1503,13 +1653,10 @@ impl EnhancedIndex {
         self.score(&words, &unique, &expansions, &mut scores, &mut touched);
         let mut evidence = self.evidence(&unique, &expansions);
         // A folded copy's evidence counts for the tool it folds into.
-        for (at, segment) in self.segments.iter().enumerate() {
-            let start = self.start(at);
-            for (&copy, &first) in &segment.same_operation {
-                let words = evidence.get((start + copy) as usize).copied().unwrap_or(0);
-                if let Some(kept) = evidence.get_mut((start + first) as usize) {
-                    *kept = (*kept).max(words);
-                }
+        for &(copy, first) in &self.same_operations {
+            let words = evidence.get(copy as usize).copied().unwrap_or(0);
+            if let Some(kept) = evidence.get_mut(first as usize) {
+                *kept = (*kept).max(words);
             }
         }
         let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
@@ -1682,14 +1829,11 @@ impl EnhancedIndex {
             }
         }
         // A folded copy's eligibility counts for the tool it folds into.
-        for (at, segment) in self.segments.iter().enumerate() {
-            let start = self.start(at);
-            for (&copy, &first) in &segment.same_operation {
-                if ok.get((start + copy) as usize).copied().unwrap_or(false)
-                    && let Some(kept) = ok.get_mut((start + first) as usize)
-                {
-                    *kept = true;
-                }
+        for &(copy, first) in &self.same_operations {
+            if ok.get(copy as usize).copied().unwrap_or(false)
+                && let Some(kept) = ok.get_mut(first as usize)
+            {
+                *kept = true;
             }
         }
         Some((fused, fused_touched, ok))
@@ -1771,7 +1915,7 @@ impl EnhancedIndex {
     /// give their score to it (the best of them counts) and drop out, so an
     /// operation listed several times is one result, under its first name.
     fn fold_same_operations(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
-        if self.segments.iter().all(|s| s.same_operation.is_empty()) {
+        if self.same_operations.is_empty() {
             return;
         }
         let mut added = Vec::new();
@@ -1833,14 +1977,23 @@ impl EnhancedIndex {
                 .split_whitespace()
                 .map(|w| w.trim_matches(|c: char| "`'\".,;:!?()[]{}<>".contains(c))),
         );
+        let mut hits: Vec<(u32, u32)> = Vec::new();
         for word in words {
-            for (at, segment) in self.segments.iter().enumerate() {
-                let start = self.start(at);
-                for &local in segment.exact_names.get(word).into_iter().flatten() {
-                    let doc = start + local;
-                    if !found.contains(&doc) {
-                        found.push(doc);
-                    }
+            hits.clear();
+            self.gather(
+                self.directory
+                    .as_deref()
+                    .and_then(|d| d.exact_names.get(word))
+                    .map(Vec::as_slice),
+                |segment| segment.exact_names.get(word).map(Vec::as_slice),
+                &mut hits,
+            );
+            // Segment order, each segment's tools in its own order.
+            hits.sort_by_key(|&(at, _)| at);
+            for &(at, local) in &hits {
+                let doc = self.start(at as usize) + local;
+                if !found.contains(&doc) {
+                    found.push(doc);
                 }
             }
         }
@@ -1878,6 +2031,9 @@ pub fn split_server_filters(query: &str) -> (Vec<String>, String) {
     }
     (servers, rest.join(" "))
 }
+
+mod directory;
+pub use directory::Directory;
 
 #[cfg(test)]
 mod reference;

@@ -3,7 +3,8 @@
 //! the shared catalogs, with segments reused for the servers that did not
 //! change, must give the same results, in the same order, with the same
 //! scores (to 1e-9), for the reference queries and for typo, compound,
-//! prefix, exact-name and `server:` queries.
+//! prefix, exact-name and `server:` queries; with no directory, a directory
+//! of every segment, and a stale one covering some of them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use quiver_tool::tool::{Tool, ToolSource, ToolSpec};
 use serde_json::Value;
 
 use super::reference;
-use super::{EnhancedIndex, EnhancedSegment};
+use super::{Directory, EnhancedIndex, EnhancedSegment};
 use crate::classic::{ClassicSegment, Scored, SearchIndex};
 
 fn catalogs_dir() -> PathBuf {
@@ -173,6 +174,9 @@ fn change() -> impl Strategy<Value = Change> {
 #[derive(Default)]
 struct State {
     servers: BTreeMap<String, Entry>,
+    /// Every enhanced segment built so far, replaced and removed ones too:
+    /// a directory built earlier still names them.
+    history: Vec<Arc<EnhancedSegment>>,
 }
 
 struct Entry {
@@ -186,6 +190,7 @@ impl State {
     fn set(&mut self, name: &str, description: String, tools: Vec<Arc<Tool>>) {
         let described = (!description.is_empty()).then_some(description.as_str());
         let enhanced = Arc::new(EnhancedSegment::build(described, &tools));
+        self.history.push(enhanced.clone());
         let classic = Arc::new(ClassicSegment::build(&tools));
         self.servers.insert(
             name.to_owned(),
@@ -250,8 +255,20 @@ fn same(label: &str, query: &str, segmented: &[Scored], full: &[Scored]) {
 
 fn check(state: &State) {
     let entries: Vec<&Entry> = state.servers.values().collect();
-    let segmented =
-        EnhancedIndex::from_segments(entries.iter().map(|e| e.enhanced.clone()).collect());
+    let segments: Vec<Arc<EnhancedSegment>> = entries.iter().map(|e| e.enhanced.clone()).collect();
+    let segmented = EnhancedIndex::from_segments(segments.clone());
+    // Through a directory of every segment in the index, and through one
+    // of every other segment ever built (some in the index, some replaced
+    // or removed since), the rest looked up one by one.
+    let everything = EnhancedIndex::with_directory(
+        segments.clone(),
+        Some(Arc::new(Directory::build(&segments))),
+    );
+    assert_eq!(everything.uncovered_segments(), 0);
+    let partly = EnhancedIndex::with_directory(
+        segments,
+        Some(Arc::new(Directory::build(state.history.iter().step_by(2)))),
+    );
     let full = reference::EnhancedIndex::build_described(entries.iter().map(|e| {
         (
             (!e.description.is_empty()).then_some(e.description.as_str()),
@@ -262,11 +279,19 @@ fn check(state: &State) {
     let classic_full = SearchIndex::build(entries.iter().flat_map(|e| e.tools.iter()));
     assert_eq!(segmented.len(), full.len());
     for query in queries() {
+        let expected = full.search(query, 10);
+        same("enhanced", query, &segmented.search(query, 10), &expected);
         same(
-            "enhanced",
+            "enhanced, full directory",
             query,
-            &segmented.search(query, 10),
-            &full.search(query, 10),
+            &everything.search(query, 10),
+            &expected,
+        );
+        same(
+            "enhanced, stale directory",
+            query,
+            &partly.search(query, 10),
+            &expected,
         );
         same(
             "classic",
