@@ -963,8 +963,11 @@ pub struct EnhancedIndex {
     /// them without one), looked up one by one.
     overlay: Vec<u32>,
     /// Catalog-wide (copy, first) of the tools making the same call as a
-    /// tool their server lists earlier.
+    /// tool their server lists earlier, sorted.
     same_operations: Vec<(u32, u32)>,
+    /// Each tool's catalog-wide server: the server-context bonus is added
+    /// per matching tool, which can be most of a large catalog.
+    doc_servers: Vec<u32>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
@@ -1080,6 +1083,15 @@ impl EnhancedIndex {
         let total_server_length: f64 = server_lengths.iter().map(|&l| f64::from(l)).sum();
         let server_average_length =
             (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
+        let mut doc_servers = Vec::with_capacity(total as usize);
+        for (segment, &start) in segments.iter().zip(&server_starts) {
+            doc_servers.extend(segment.doc_servers.iter().map(|&server| {
+                server_ids
+                    .get((start + server) as usize)
+                    .map_or(0, |&(id, _)| id)
+            }));
+        }
+        same_operations.sort_unstable();
         EnhancedIndex {
             analyzer: Analyzer::default(),
             segments,
@@ -1093,6 +1105,7 @@ impl EnhancedIndex {
             positions,
             overlay,
             same_operations,
+            doc_servers,
         }
     }
 
@@ -1149,12 +1162,7 @@ impl EnhancedIndex {
 
     /// The catalog-wide server of catalog-wide tool `doc`.
     fn server_of(&self, doc: u32) -> Option<u32> {
-        let (at, local) = self.locate(doc)?;
-        let server = *self.segments.get(at)?.doc_servers.get(local as usize)?;
-        let start = *self.server_starts.get(at)?;
-        self.server_ids
-            .get((start + server) as usize)
-            .map(|&(id, _)| id)
+        self.doc_servers.get(doc as usize).copied()
     }
 
     /// Each (segment position, value) of one key, for the segments that
@@ -1906,9 +1914,11 @@ impl EnhancedIndex {
     /// The tool that catalog-wide tool `doc` folds into, if it makes the
     /// same call as one its server lists earlier.
     fn folds_into(&self, doc: u32) -> Option<u32> {
-        let (at, local) = self.locate(doc)?;
-        let first = *self.segments.get(at)?.same_operation.get(&local)?;
-        Some(self.start(at) + first)
+        let at = self
+            .same_operations
+            .binary_search_by_key(&doc, |&(copy, _)| copy)
+            .ok()?;
+        self.same_operations.get(at).map(|&(_, first)| first)
     }
 
     /// Tools that make the same call as a tool their server lists earlier
