@@ -22,9 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use quiver_catalog::assembly::Assembler;
-use quiver_catalog::catalog::Catalog;
+use quiver_catalog::catalog::{Catalog, Retriever};
 use quiver_catalog::catalog_file::{self, CatalogDocument};
+use quiver_catalog::indexing::MIN_DIRECTORY_SEGMENTS;
 use quiver_catalog::settings::ToolSearchConfig;
+use quiver_search::enhanced::Directory;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::Scope;
 use quiver_tool::tool::{Tool, ToolSpec};
@@ -223,6 +225,15 @@ fn report(label: &str, files: &[&str]) {
     let (catalog, catalog_heap) =
         measure(|| Catalog::build(&snapshot, &Scope::all(), &config, true));
     let (_, index_heap) = measure(|| catalog.index().len());
+    // The catalog-wide directory the background pass keeps for a catalog
+    // of more than MIN_DIRECTORY_SEGMENTS sources.
+    let index = catalog.index();
+    let (directory, directory_heap) = measure(|| match &*index {
+        Retriever::Enhanced(index, _) if index.segments().len() > MIN_DIRECTORY_SEGMENTS => {
+            Some(Directory::build(index.segments()))
+        }
+        _ => None,
+    });
 
     // One assembly (per turn, not kept): for scale only.
     let assembler = Assembler::new(ToolSearchConfig::default());
@@ -234,9 +245,15 @@ fn report(label: &str, files: &[&str]) {
     drop(assembler);
 
     let retained = Heap {
-        bytes: registry_heap.bytes + catalog_heap.bytes + index_heap.bytes,
-        malloc: registry_heap.malloc + catalog_heap.malloc + index_heap.malloc,
-        blocks: registry_heap.blocks + catalog_heap.blocks + index_heap.blocks,
+        bytes: registry_heap.bytes + catalog_heap.bytes + index_heap.bytes + directory_heap.bytes,
+        malloc: registry_heap.malloc
+            + catalog_heap.malloc
+            + index_heap.malloc
+            + directory_heap.malloc,
+        blocks: registry_heap.blocks
+            + catalog_heap.blocks
+            + index_heap.blocks
+            + directory_heap.blocks,
     };
     let beyond = retained.sub(schemas);
     let per = |bytes: usize| bytes as f64 / tools as f64;
@@ -284,7 +301,11 @@ fn report(label: &str, files: &[&str]) {
             heap: index_heap,
         },
         Row {
-            label: "retained: registry + catalog + index",
+            label: "catalog-wide directory (background pass)",
+            heap: directory_heap,
+        },
+        Row {
+            label: "retained: registry + catalog + index + dir.",
             heap: retained,
         },
         Row {
@@ -318,7 +339,7 @@ fn report(label: &str, files: &[&str]) {
         assembly_heap.bytes
     );
     println!();
-    drop(catalog);
+    drop((directory, index, catalog));
 }
 
 fn main() {

@@ -858,6 +858,20 @@ mod tests {
 
     #[test]
     fn the_background_pass_keeps_a_directory_once_many_sources_are_indexed() {
+        // A catalog of a few sources never gets one.
+        let few = ToolRegistry::new();
+        for n in 0..10 {
+            few.set_source_tools(ToolSource::Mcp(format!("s{n}")), vec![spec("x")]);
+        }
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let snapshot = few.snapshot();
+        assembler.prepare(&snapshot);
+        let assembly = assembler.assemble(&snapshot, &Scope::all(), 100_000);
+        match &*assembly.catalog().index() {
+            Retriever::Enhanced(index, _) => assert!(index.directory().is_none()),
+            Retriever::Classic(_) => panic!("the default mode is enhanced"),
+        }
+
         let registry = ToolRegistry::new();
         let source = |n: usize| ToolSource::Mcp(format!("server{n}"));
         let tools = |n: usize, round: usize| {
@@ -865,7 +879,7 @@ mod tests {
                 .map(|t| spec(&format!("{}{n}x{t}", ["plainwidget", "fancygizmo"][round])))
                 .collect::<Vec<_>>()
         };
-        for n in 0..20 {
+        for n in 0..70 {
             registry.set_source_tools(source(n), tools(n, 0));
         }
         let assembler = Assembler::new(ToolSearchConfig::default());
@@ -889,8 +903,8 @@ mod tests {
             }
         };
         let (first, uncovered, found) = pass();
-        let first = first.expect("20 sources: a directory");
-        assert_eq!((first.segments(), uncovered), (20, 0));
+        let first = first.expect("70 sources: a directory");
+        assert_eq!((first.segments(), uncovered), (70, 0));
         assert_eq!(found, ["plainwidget7x1"]);
 
         // One source changes: its new segment is looked up on its own, the
@@ -908,7 +922,7 @@ mod tests {
         let (directory, uncovered, found) = pass();
         let directory = directory.unwrap();
         assert!(!Arc::ptr_eq(&directory, &first));
-        assert_eq!((directory.segments(), uncovered), (20, 0));
+        assert_eq!((directory.segments(), uncovered), (70, 0));
         assert_eq!(found, ["plainwidget7x1", "fancygizmo3x2"]);
     }
 }

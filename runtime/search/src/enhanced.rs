@@ -1172,7 +1172,7 @@ impl EnhancedIndex {
     /// particular order with one.
     fn gather<'s, T: Copy + 's>(
         &'s self,
-        listed: Option<&[(u64, T)]>,
+        listed: Option<&[(u32, T)]>,
         own: impl Fn(&'s EnhancedSegment) -> Option<&'s [T]>,
         out: &mut Vec<(u32, T)>,
     ) {
@@ -1184,8 +1184,15 @@ impl EnhancedIndex {
             }
             return;
         }
-        for &(key, value) in listed.unwrap_or(&[]) {
-            if let Some(&at) = self.positions.get(&key) {
+        let keys = self
+            .directory
+            .as_ref()
+            .map_or(&[][..], |d| d.keys.as_slice());
+        for &(slot, value) in listed.unwrap_or(&[]) {
+            if let Some(&at) = keys
+                .get(slot as usize)
+                .and_then(|key| self.positions.get(key))
+            {
                 out.push((at, value));
             }
         }
@@ -1203,10 +1210,7 @@ impl EnhancedIndex {
     fn term_hits(&self, term: &str) -> Vec<(u32, u32)> {
         let mut hits = Vec::new();
         self.gather(
-            self.directory
-                .as_deref()
-                .and_then(|d| d.terms.get(term))
-                .map(Vec::as_slice),
+            self.directory.as_deref().map(|d| d.terms.get(term)),
             |segment| segment.terms.get(term).map(std::slice::from_ref),
             &mut hits,
         );
@@ -1218,15 +1222,16 @@ impl EnhancedIndex {
         let Some(directory) = &self.directory else {
             return self.segments.iter().any(|s| s.terms.contains_key(term));
         };
-        directory
-            .terms
-            .get(term)
-            .is_some_and(|hits| hits.iter().any(|(key, _)| self.positions.contains_key(key)))
-            || self.overlay.iter().any(|&at| {
-                self.segments
-                    .get(at as usize)
-                    .is_some_and(|s| s.terms.contains_key(term))
-            })
+        directory.terms.get(term).iter().any(|&(slot, _)| {
+            directory
+                .keys
+                .get(slot as usize)
+                .is_some_and(|key| self.positions.contains_key(key))
+        }) || self.overlay.iter().any(|&at| {
+            self.segments
+                .get(at as usize)
+                .is_some_and(|s| s.terms.contains_key(term))
+        })
     }
 
     fn resolve(&self, term: &str) -> Option<Found> {
@@ -1478,10 +1483,7 @@ impl EnhancedIndex {
             // Each catalog-wide server counts once per term (through the
             // first segment that names it), so the order does not matter.
             self.gather(
-                self.directory
-                    .as_deref()
-                    .and_then(|d| d.server_terms.get(*term))
-                    .map(Vec::as_slice),
+                self.directory.as_deref().map(|d| d.server_terms.get(term)),
                 |segment| segment.servers.terms.get(*term).map(Vec::as_slice),
                 &mut found,
             );
@@ -1991,10 +1993,7 @@ impl EnhancedIndex {
         for word in words {
             hits.clear();
             self.gather(
-                self.directory
-                    .as_deref()
-                    .and_then(|d| d.exact_names.get(word))
-                    .map(Vec::as_slice),
+                self.directory.as_deref().map(|d| d.exact_names.get(word)),
                 |segment| segment.exact_names.get(word).map(Vec::as_slice),
                 &mut hits,
             );

@@ -16,6 +16,8 @@
 //! the directory is rebuilt, off the request path, once enough segments
 //! are uncovered (see `quiver_catalog::indexing`).
 
+use std::borrow::Borrow;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use super::{EnhancedSegment, HashMap, HashSet, MIN_EXTENSION_PREFIX};
@@ -23,26 +25,89 @@ use super::{EnhancedSegment, HashMap, HashSet, MIN_EXTENSION_PREFIX};
 /// A segment's server (segment-local) and how often it says a term.
 type ServerCount = (u32, u16);
 
-/// Where the dictionary keys of a set of segments occur, by segment key.
+/// Keys to their hits, each a (segment slot, value), flat: one allocation
+/// holds every key's hits, a key maps to its range.
+pub(super) struct Table<K, T> {
+    ranges: HashMap<K, (u32, u32)>,
+    hits: Vec<(u32, T)>,
+}
+
+impl<K: Hash + Eq + Borrow<str> + Clone, T: Copy> Table<K, T> {
+    /// From (key, segment slot, value) in segment order; each key's hits
+    /// keep that order.
+    fn build(entries: Vec<(K, u32, T)>) -> Table<K, T> {
+        // Per key: where its run starts, its length, how much is filled.
+        let mut runs: HashMap<K, (u32, u32, u32)> = HashMap::default();
+        for (key, _, _) in &entries {
+            match runs.get_mut(key.borrow()) {
+                Some(run) => run.1 += 1,
+                None => {
+                    runs.insert(key.clone(), (0, 1, 0));
+                }
+            }
+        }
+        let mut next = 0u32;
+        for run in runs.values_mut() {
+            run.0 = next;
+            next += run.1;
+        }
+        let mut hits: Vec<Option<(u32, T)>> = vec![None; next as usize];
+        for (key, slot, value) in entries {
+            if let Some(run) = runs.get_mut(key.borrow()) {
+                if let Some(hit) = hits.get_mut((run.0 + run.2) as usize) {
+                    *hit = Some((slot, value));
+                }
+                run.2 += 1;
+            }
+        }
+        Table {
+            ranges: runs
+                .into_iter()
+                .map(|(key, (start, len, _))| (key, (start, len)))
+                .collect(),
+            hits: hits.into_iter().flatten().collect(),
+        }
+    }
+
+    /// The hits of `key`.
+    pub(super) fn get(&self, key: &str) -> &[(u32, T)] {
+        self.ranges
+            .get(key)
+            .and_then(|&(start, len)| self.hits.get(start as usize..(start + len) as usize))
+            .unwrap_or(&[])
+    }
+
+    /// The keys.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &K> {
+        self.ranges.keys()
+    }
+
+    fn len(&self) -> usize {
+        self.ranges.len()
+    }
+}
+/// Where the dictionary keys of a set of segments occur, by segment slot
+/// (an index into `keys`).
 pub struct Directory {
-    /// The keys of the segments it was built over.
+    /// The keys of the segments it was built over, by slot.
+    pub(super) keys: Vec<u64>,
     covered: HashSet<u64>,
-    /// Term → (segment key, the term's id there), in build order.
-    pub(super) terms: HashMap<Arc<str>, Vec<(u64, u32)>>,
+    /// Term → (slot, the term's id there), in slot order.
+    pub(super) terms: Table<Arc<str>, u32>,
     /// The ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or more, sorted,
     /// for the terms a query term begins.
     pub(super) extension_terms: Vec<Arc<str>>,
-    /// Exact tool name → (segment key, segment-local tool), each segment's
-    /// tools in its own order.
-    pub(super) exact_names: HashMap<Box<str>, Vec<(u64, u32)>>,
-    /// Server-context term → (segment key, (segment-local server, count)).
-    pub(super) server_terms: HashMap<Box<str>, Vec<(u64, ServerCount)>>,
+    /// Exact tool name → (slot, segment-local tool), each segment's tools
+    /// in its own order.
+    pub(super) exact_names: Table<Arc<str>, u32>,
+    /// Server-context term → (slot, (segment-local server, count)).
+    pub(super) server_terms: Table<Arc<str>, ServerCount>,
 }
 
 impl std::fmt::Debug for Directory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Directory")
-            .field("segments", &self.covered.len())
+            .field("segments", &self.keys.len())
             .field("terms", &self.terms.len())
             .finish()
     }
@@ -51,55 +116,44 @@ impl std::fmt::Debug for Directory {
 impl Directory {
     /// The directory of `segments`.
     pub fn build<'a>(segments: impl IntoIterator<Item = &'a Arc<EnhancedSegment>>) -> Directory {
-        let mut directory = Directory {
-            covered: HashSet::default(),
-            terms: HashMap::default(),
-            extension_terms: Vec::new(),
-            exact_names: HashMap::default(),
-            server_terms: HashMap::default(),
-        };
+        let mut keys = Vec::new();
+        let mut covered: HashSet<u64> = HashSet::default();
+        let mut terms = Vec::new();
+        let mut exact_names = Vec::new();
+        let mut server_terms = Vec::new();
         for segment in segments {
-            if !directory.covered.insert(segment.key) {
+            if !covered.insert(segment.key) {
                 continue;
             }
+            let slot = keys.len() as u32;
+            keys.push(segment.key);
             for (id, term) in segment.term_names.iter().enumerate() {
-                directory
-                    .terms
-                    .entry(term.clone())
-                    .or_default()
-                    .push((segment.key, id as u32));
+                terms.push((term.clone(), slot, id as u32));
             }
             for (name, tools) in &segment.exact_names {
-                let entry = match directory.exact_names.get_mut(name.as_str()) {
-                    Some(entry) => entry,
-                    None => directory
-                        .exact_names
-                        .entry(name.as_str().into())
-                        .or_default(),
-                };
-                entry.extend(tools.iter().map(|&tool| (segment.key, tool)));
+                let name: Arc<str> = name.as_str().into();
+                exact_names.extend(tools.iter().map(|&tool| (name.clone(), slot, tool)));
             }
             for (term, servers) in &segment.servers.terms {
-                let entry = match directory.server_terms.get_mut(term.as_ref()) {
-                    Some(entry) => entry,
-                    None => directory.server_terms.entry(term.clone()).or_default(),
-                };
-                entry.extend(
-                    servers
-                        .iter()
-                        .map(|&(server, tf)| (segment.key, (server, tf))),
-                );
+                let term: Arc<str> = term.as_ref().into();
+                server_terms.extend(servers.iter().map(|&hit| (term.clone(), slot, hit)));
             }
         }
-        let mut extension_terms: Vec<Arc<str>> = directory
-            .terms
+        let terms = Table::build(terms);
+        let mut extension_terms: Vec<Arc<str>> = terms
             .keys()
             .filter(|term| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
             .cloned()
             .collect();
         extension_terms.sort_unstable();
-        directory.extension_terms = extension_terms;
-        directory
+        Directory {
+            keys,
+            covered,
+            terms,
+            extension_terms,
+            exact_names: Table::build(exact_names),
+            server_terms: Table::build(server_terms),
+        }
     }
 
     /// Whether it was built over the segment with `key`.
@@ -109,6 +163,6 @@ impl Directory {
 
     /// The number of segments it was built over.
     pub fn segments(&self) -> usize {
-        self.covered.len()
+        self.keys.len()
     }
 }
