@@ -1016,20 +1016,7 @@ impl EnhancedIndex {
         positions.reserve(segments.len());
         let mut overlay = Vec::new();
         let mut same_operations = Vec::new();
-        let mut start = 0u32;
-        for (at, segment) in segments.iter().enumerate() {
-            positions.insert(segment.key, at as u32);
-            if !directory.as_ref().is_some_and(|d| d.covers(segment.key)) {
-                overlay.push(at as u32);
-            }
-            same_operations.extend(
-                segment
-                    .same_operation
-                    .iter()
-                    .map(|(&copy, &first)| (start + copy, start + first)),
-            );
-            start += segment.docs.len() as u32;
-        }
+        let mut doc_servers = Vec::new();
         let mut offsets = Vec::with_capacity(segments.len() + 1);
         let mut total = 0u32;
         let mut length_totals = [0u64; FIELDS];
@@ -1038,7 +1025,18 @@ impl EnhancedIndex {
         let mut server_ids = Vec::new();
         let mut server_lengths: Vec<u32> = Vec::new();
         let mut server_names: HashMap<&str, u32> = HashMap::default();
-        for segment in &segments {
+        for (at, segment) in segments.iter().enumerate() {
+            positions.insert(segment.key, at as u32);
+            if !directory.as_ref().is_some_and(|d| d.covers(segment.key)) {
+                overlay.push(at as u32);
+            }
+            let start = total;
+            same_operations.extend(
+                segment
+                    .same_operation
+                    .iter()
+                    .map(|(&copy, &first)| (start + copy, start + first)),
+            );
             offsets.push(total);
             total += segment.docs.len() as u32;
             for field in 0..FIELDS {
@@ -1052,7 +1050,8 @@ impl EnhancedIndex {
                     *max = (*max).max(longest);
                 }
             }
-            server_starts.push(server_ids.len() as u32);
+            let server_start = server_ids.len();
+            server_starts.push(server_start as u32);
             // One server per name across the catalog, as one index keys
             // them: a name's first segment brings its context.
             for (name, &length) in segment.servers.names.iter().zip(&segment.servers.lengths) {
@@ -1066,6 +1065,11 @@ impl EnhancedIndex {
                     }
                 }
             }
+            doc_servers.extend(segment.doc_servers.iter().map(|&server| {
+                server_ids
+                    .get(server_start + server as usize)
+                    .map_or(0, |&(id, _)| id)
+            }));
         }
         offsets.push(total);
         let n = f64::from(total);
@@ -1083,14 +1087,6 @@ impl EnhancedIndex {
         let total_server_length: f64 = server_lengths.iter().map(|&l| f64::from(l)).sum();
         let server_average_length =
             (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
-        let mut doc_servers = Vec::with_capacity(total as usize);
-        for (segment, &start) in segments.iter().zip(&server_starts) {
-            doc_servers.extend(segment.doc_servers.iter().map(|&server| {
-                server_ids
-                    .get((start + server) as usize)
-                    .map_or(0, |&(id, _)| id)
-            }));
-        }
         same_operations.sort_unstable();
         EnhancedIndex {
             analyzer: Analyzer::default(),
@@ -1165,42 +1161,40 @@ impl EnhancedIndex {
         self.doc_servers.get(doc as usize).copied()
     }
 
+    /// The position in this index of the directory's segment `slot`, if
+    /// that segment is in it.
+    fn position_of_slot(&self, slot: u32) -> Option<u32> {
+        let key = self.directory.as_ref()?.keys.get(slot as usize)?;
+        self.positions.get(key).copied()
+    }
+
+    /// The segments the directory does not cover (every one without a
+    /// directory), with their positions.
+    fn uncovered(&self) -> impl Iterator<Item = (u32, &EnhancedSegment)> {
+        self.overlay
+            .iter()
+            .filter_map(|&at| Some((at, &**self.segments.get(at as usize)?)))
+    }
+
     /// Each (segment position, value) of one key, for the segments that
     /// hold it: the directory's `listed` hits for the segments it covers
-    /// (keys of segments not in this index dropped), and `own`'s lookup in
-    /// each other segment; in segment order without a directory, in no
-    /// particular order with one.
+    /// (those of segments not in this index dropped), then `own`'s lookup
+    /// in each uncovered segment; in segment order only without a
+    /// directory, so callers that need that order sort.
     fn gather<'s, T: Copy + 's>(
         &'s self,
         listed: Option<&[(u32, T)]>,
         own: impl Fn(&'s EnhancedSegment) -> Option<&'s [T]>,
         out: &mut Vec<(u32, T)>,
     ) {
-        if self.directory.is_none() {
-            for (at, segment) in self.segments.iter().enumerate() {
-                for &value in own(segment).unwrap_or(&[]) {
-                    out.push((at as u32, value));
-                }
-            }
-            return;
-        }
-        let keys = self
-            .directory
-            .as_ref()
-            .map_or(&[][..], |d| d.keys.as_slice());
         for &(slot, value) in listed.unwrap_or(&[]) {
-            if let Some(&at) = keys
-                .get(slot as usize)
-                .and_then(|key| self.positions.get(key))
-            {
+            if let Some(at) = self.position_of_slot(slot) {
                 out.push((at, value));
             }
         }
-        for &at in &self.overlay {
-            if let Some(segment) = self.segments.get(at as usize) {
-                for &value in own(segment).unwrap_or(&[]) {
-                    out.push((at, value));
-                }
+        for (at, segment) in self.uncovered() {
+            for &value in own(segment).unwrap_or(&[]) {
+                out.push((at, value));
             }
         }
     }
@@ -1218,20 +1212,16 @@ impl EnhancedIndex {
         hits
     }
 
+    /// Whether a segment of this index holds `term` ([`Self::term_hits`]
+    /// without collecting them).
     fn knows(&self, term: &str) -> bool {
-        let Some(directory) = &self.directory else {
-            return self.segments.iter().any(|s| s.terms.contains_key(term));
-        };
-        directory.terms.get(term).iter().any(|&(slot, _)| {
+        self.directory.as_ref().is_some_and(|directory| {
             directory
-                .keys
-                .get(slot as usize)
-                .is_some_and(|key| self.positions.contains_key(key))
-        }) || self.overlay.iter().any(|&at| {
-            self.segments
-                .get(at as usize)
-                .is_some_and(|s| s.terms.contains_key(term))
-        })
+                .terms
+                .get(term)
+                .iter()
+                .any(|&(slot, _)| self.position_of_slot(slot).is_some())
+        }) || self.uncovered().any(|(_, s)| s.terms.contains_key(term))
     }
 
     fn resolve(&self, term: &str) -> Option<Found> {
@@ -1342,26 +1332,19 @@ impl EnhancedIndex {
             if term.len() < MIN_EXTENSION_PREFIX {
                 return Vec::new();
             }
-            let one_by_one: Vec<&Arc<EnhancedSegment>> = match &self.directory {
-                Some(directory) => {
-                    let sorted = &directory.extension_terms;
-                    let from = sorted.partition_point(|longer| longer.as_ref() < term);
-                    for longer in sorted.get(from..).unwrap_or(&[]) {
-                        if !longer.starts_with(term) {
-                            break;
-                        }
-                        if longer.as_ref() != term && self.knows(longer) {
-                            names.push(longer);
-                        }
+            if let Some(directory) = &self.directory {
+                let sorted = &directory.extension_terms;
+                let from = sorted.partition_point(|longer| longer.as_ref() < term);
+                for longer in sorted.get(from..).unwrap_or(&[]) {
+                    if !longer.starts_with(term) {
+                        break;
                     }
-                    self.overlay
-                        .iter()
-                        .filter_map(|&at| self.segments.get(at as usize))
-                        .collect()
+                    if longer.as_ref() != term && self.knows(longer) {
+                        names.push(longer);
+                    }
                 }
-                None => self.segments.iter().collect(),
-            };
-            for segment in one_by_one {
+            }
+            for (_, segment) in self.uncovered() {
                 let sorted = &segment.extension_terms;
                 let from = sorted.partition_point(|&id| segment.term(id) < term);
                 for &id in sorted.get(from..).unwrap_or(&[]) {

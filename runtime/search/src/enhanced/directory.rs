@@ -86,6 +86,7 @@ impl<K: Hash + Eq + Borrow<str> + Clone, T: Copy> Table<K, T> {
         self.ranges.len()
     }
 }
+
 /// Where the dictionary keys of a set of segments occur, by segment slot
 /// (an index into `keys`).
 pub struct Directory {
