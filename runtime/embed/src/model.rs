@@ -317,27 +317,9 @@ impl Embedder {
             .map_err(|e| model_error(e.to_string()))?;
         let model = BertModel::load(builder, &config).map_err(|e| model_error(e.to_string()))?;
 
-        let threads = options
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("quiver-embed-{i}"))
-            .build()
-            .map_err(|e| EmbedError::Threads {
-                threads,
-                message: e.to_string(),
-            })?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let query_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(cores)
-            .thread_name(|i| format!("quiver-embed-query-{i}"))
-            .build()
-            .map_err(|e| EmbedError::Threads {
-                threads: cores,
-                message: e.to_string(),
-            })?;
+        let pool = thread_pool(options.threads.unwrap_or(cores), "quiver-embed")?;
+        let query_pool = thread_pool(cores, "quiver-embed-query")?;
         let key = hasher.finalize().to_hex()[..16].to_owned();
         Ok(Embedder {
             dir: dir.to_path_buf(),
@@ -493,6 +475,19 @@ impl Embedder {
         }
         Ok(vectors)
     }
+}
+
+/// A pool of `threads` inference threads (at least one), named `name-N`.
+fn thread_pool(threads: usize, name: &'static str) -> Result<rayon::ThreadPool, EmbedError> {
+    let threads = threads.max(1);
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("{name}-{i}"))
+        .build()
+        .map_err(|e| EmbedError::Threads {
+            threads,
+            message: e.to_string(),
+        })
 }
 
 /// The dot product of `a` and `b` (the cosine of two unit vectors), over
