@@ -15,16 +15,7 @@ use serde_json::{Value, json};
 /// `quiver serve --stdio` with our test server started `--rich` as `rich`,
 /// and `extra` YAML.
 async fn gateway(fixture: &Fixture, extra: &str) -> RunningService<RoleClient, ()> {
-    let config = fixture.path().join("rich.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  rich:\n    command: {server}\n    args: [\"--rich\"]\ncore_tools:\n  workspace: {work}\n{extra}",
-            server = quiver_tests::mcp_test_server().display(),
-            work = fixture.work().display(),
-        ),
-    )
-    .unwrap();
+    let config = fixture.test_servers_config("rich.yaml", &[("rich", &["--rich"])], extra);
     let mut command = tokio::process::Command::from(quiver_tests::quiver_command());
     command
         .args(["serve", "--stdio", "--grant", "*", "--config"])

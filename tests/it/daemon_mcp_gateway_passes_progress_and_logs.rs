@@ -40,16 +40,7 @@ async fn gateway(
     Listener,
     tokio::process::ChildStderr,
 ) {
-    let config = fixture.path().join("chatty.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  chatty:\n    command: {server}\n    args: [\"--chatty\"]\ncore_tools:\n  workspace: {work}\n{extra}",
-            server = quiver_tests::mcp_test_server().display(),
-            work = fixture.work().display(),
-        ),
-    )
-    .unwrap();
+    let config = fixture.test_servers_config("chatty.yaml", &[("chatty", &["--chatty"])], extra);
     let mut command = tokio::process::Command::from(quiver_tests::quiver_command());
     command
         .args(["serve", "--stdio", "--grant", "*", "--config"])

@@ -17,17 +17,14 @@ async fn a_message_carries_a_rendered_prompt_and_resource_texts_to_the_model() {
         &json!([{"match": "Say hello to Ada", "steps": [{"content": "Hello, Ada."}]}]),
         &[],
     );
-    let config = fixture.path().join("attachments.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "mcp_servers:\n  notes:\n    command: {server}\n    args: [\"--resources\"]\ncore_tools:\n  workspace: {work}\nmodels:\n  scripted:\n    provider: openai\n    base_url: {url}/v1\n    model: scripted\n    max_retries: 0\ndefault_model: scripted\n",
-            server = quiver_tests::mcp_test_server().display(),
-            work = fixture.work().display(),
+    let config = fixture.test_servers_config(
+        "attachments.yaml",
+        &[("notes", &["--resources"])],
+        &format!(
+            "models:\n  scripted:\n    provider: openai\n    base_url: {url}/v1\n    model: scripted\n    max_retries: 0\ndefault_model: scripted\n",
             url = model.base_url,
         ),
-    )
-    .unwrap();
+    );
     let daemon = TestDaemon::start(&config, &fixture.state());
     daemon.ready().await;
     let session = daemon.session(json!({})).await;

@@ -58,16 +58,39 @@ impl Fixture {
     /// resources, subscriptions and prompts (`--resources`), `plain`
     /// offers none; the core tools in the fixture's workspace.
     pub fn notes_config(&self) -> PathBuf {
-        let path = self.path().join("notes.yaml");
-        std::fs::write(
-            &path,
-            format!(
-                "mcp_servers:\n  notes:\n    command: {server}\n    args: [\"--resources\"]\n  plain:\n    command: {server}\ncore_tools:\n  workspace: {work}\n",
-                server = crate::mcp_test_server().display(),
-                work = self.work().display(),
-            ),
+        self.test_servers_config(
+            "notes.yaml",
+            &[("notes", &["--resources"]), ("plain", &[])],
+            "",
         )
-        .unwrap();
+    }
+
+    /// Writes `file` in the scratch directory: the rmcp test server as
+    /// each MCP server `(name, args)`, the core tools in the fixture's
+    /// workspace, and `extra` YAML appended.
+    pub fn test_servers_config(
+        &self,
+        file: &str,
+        servers: &[(&str, &[&str])],
+        extra: &str,
+    ) -> PathBuf {
+        let mut text = String::from("mcp_servers:\n");
+        for (name, args) in servers {
+            text.push_str(&format!(
+                "  {name}:\n    command: {server}\n",
+                server = crate::mcp_test_server().display(),
+            ));
+            if !args.is_empty() {
+                // A JSON array of strings is a YAML flow sequence.
+                text.push_str(&format!("    args: {}\n", json!(args)));
+            }
+        }
+        text.push_str(&format!(
+            "core_tools:\n  workspace: {work}\n{extra}",
+            work = self.work().display(),
+        ));
+        let path = self.path().join(file);
+        std::fs::write(&path, text).unwrap();
         path
     }
 
