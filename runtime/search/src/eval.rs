@@ -207,6 +207,12 @@ pub fn evaluate(
     }
 }
 
+/// Whether the query at 0-based `position` is in the odd (`true`) or even
+/// (`false`) half.
+fn in_half(position: usize, odd: bool) -> bool {
+    (position % 2 == 1) == odd
+}
+
 /// The queries of `set` at odd (`Some(true)`) or even (`Some(false)`)
 /// 0-based positions, or all of them: the halves parameters are chosen
 /// on and reported on.
@@ -220,7 +226,7 @@ pub fn half(set: &QuerySet, odd: Option<bool>) -> QuerySet {
             .queries
             .iter()
             .enumerate()
-            .filter(|(i, _)| (i % 2 == 1) == odd)
+            .filter(|&(i, _)| in_half(i, odd))
             .map(|(_, q)| q.clone())
             .collect(),
     }
@@ -233,7 +239,7 @@ pub fn half_recall(report: &SetReport, odd: bool) -> f64 {
         .recalls
         .iter()
         .enumerate()
-        .filter(|(i, _)| (i % 2 == 1) == odd)
+        .filter(|&(i, _)| in_half(i, odd))
         .fold((0.0, 0usize), |(sum, count), (_, r)| (sum + r, count + 1));
     sum / count.max(1) as f64
 }
