@@ -20,6 +20,7 @@ use quiver_dispatch::Session;
 use quiver_dispatch::feed::{Event, Status};
 use quiver_mcp::McpCallError;
 use quiver_tool::naming::mcp_tool_name;
+use quiver_tool::scope::Scope;
 use quiver_tool::tool::ToolSource;
 
 use super::{Daemon, DaemonError};
@@ -135,18 +136,7 @@ impl Daemon {
         }
         let live = self.session(id)?;
         let session = &live.session;
-        let granted: Vec<String> = self
-            .mcp()
-            .status()
-            .into_iter()
-            .filter(|s| s.state.is_ready())
-            .filter(|s| {
-                session
-                    .scope()
-                    .allows_toolset(&ToolSource::Mcp(s.name.clone()).toolset())
-            })
-            .map(|s| s.name)
-            .collect();
+        let granted = self.granted_mcp_servers(session.scope());
         let mut parts = Vec::new();
         if let Some(prompt) = &attachments.prompt {
             parts.push(self.render_prompt(session, &granted, prompt).await?);
@@ -160,51 +150,76 @@ impl Daemon {
         Ok(parts.join("\n\n"))
     }
 
+    /// The ready MCP servers `scope` grants: the only ones whose resources
+    /// and prompts a session or gateway client reaches.
+    pub(crate) fn granted_mcp_servers(&self, scope: &Scope) -> Vec<String> {
+        self.mcp()
+            .status()
+            .into_iter()
+            .filter(|s| s.state.is_ready())
+            .filter(|s| scope.allows_toolset(&ToolSource::Mcp(s.name.clone()).toolset()))
+            .map(|s| s.name)
+            .collect()
+    }
+
+    /// The server among `servers` and its own name of the prompt the
+    /// gateway calls `name`. Exposed names may be shortened with a hash,
+    /// so they are found by listing, as a client sees them.
+    pub(crate) async fn find_prompt(
+        &self,
+        servers: &[String],
+        name: &str,
+    ) -> Option<(String, String)> {
+        for server in servers {
+            let Ok(prompts) = self.mcp().prompts(server).await else {
+                continue;
+            };
+            if let Some(prompt) = prompts
+                .into_iter()
+                .find(|p| mcp_tool_name(server, &p.name) == name)
+            {
+                return Some((server.clone(), prompt.name));
+            }
+        }
+        None
+    }
+
     async fn render_prompt(
         &self,
         session: &Session,
         granted: &[String],
         prompt: &PromptRequest,
     ) -> Result<String, AttachmentError> {
-        for server in granted {
-            let Ok(prompts) = self.mcp().prompts(server).await else {
-                continue;
-            };
-            let Some(found) = prompts
-                .into_iter()
-                .find(|p| mcp_tool_name(server, &p.name) == prompt.name)
-            else {
-                continue;
-            };
-            let started = Instant::now();
-            let rendered = self
-                .mcp()
-                .get_prompt(server, &found.name, Some(prompt.arguments.clone()))
-                .await;
-            record_request(
-                session,
-                "prompts/get",
-                &prompt.name,
-                started,
-                rendered.as_ref().err(),
-            );
-            let texts: Vec<String> = rendered?
-                .messages
-                .into_iter()
-                .filter_map(|message| match message.content {
-                    ContentBlock::Text(text) => Some(text.text),
-                    ContentBlock::Resource(embedded) => {
-                        Some(resource_text(server, &embedded.resource))
-                    }
-                    // Images, audio and links have no text to give.
-                    _ => None,
-                })
-                .collect();
-            return Ok(texts.join("\n\n"));
-        }
-        Err(AttachmentError::UnknownPrompt {
-            name: prompt.name.clone(),
-        })
+        let Some((server, own)) = self.find_prompt(granted, &prompt.name).await else {
+            return Err(AttachmentError::UnknownPrompt {
+                name: prompt.name.clone(),
+            });
+        };
+        let started = Instant::now();
+        let rendered = self
+            .mcp()
+            .get_prompt(&server, &own, Some(prompt.arguments.clone()))
+            .await;
+        record_request(
+            session,
+            "prompts/get",
+            &prompt.name,
+            started,
+            rendered.as_ref().err(),
+        );
+        let texts: Vec<String> = rendered?
+            .messages
+            .into_iter()
+            .filter_map(|message| match message.content {
+                ContentBlock::Text(text) => Some(text.text),
+                ContentBlock::Resource(embedded) => {
+                    Some(resource_text(&server, &embedded.resource))
+                }
+                // Images, audio and links have no text to give.
+                _ => None,
+            })
+            .collect();
+        Ok(texts.join("\n\n"))
     }
 
     async fn read_attached(

@@ -34,7 +34,6 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use quiver_tool::naming::mcp_tool_name;
-use quiver_tool::tool::ToolSource;
 
 use super::{Daemon, DaemonError, LiveSession, jsonrpc};
 
@@ -107,28 +106,21 @@ impl GatewayHandler {
     }
 
     /// The server and its own name of the prompt a client calls `name`.
-    /// Exposed names may be shortened with a hash, so they are found by
-    /// listing, as the client saw them.
     async fn granted_prompt(
         &self,
         context: &RequestContext<RoleServer>,
         name: &str,
     ) -> Result<(String, String), ErrorData> {
-        for server in self.granted_servers(context)? {
-            let Ok(prompts) = self.daemon.mcp().prompts(&server).await else {
-                continue;
-            };
-            if let Some(prompt) = prompts
-                .into_iter()
-                .find(|p| mcp_tool_name(&server, &p.name) == name)
-            {
-                return Ok((server, prompt.name));
-            }
-        }
-        Err(ErrorData::invalid_params(
-            format!("no prompt `{name}` in this client's grant (see prompts/list)"),
-            None,
-        ))
+        let servers = self.granted_servers(context)?;
+        self.daemon
+            .find_prompt(&servers, name)
+            .await
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("no prompt `{name}` in this client's grant (see prompts/list)"),
+                    None,
+                )
+            })
     }
 
     /// Subscribes the client to the resource it calls `uri` (in its grant),
@@ -203,16 +195,7 @@ impl GatewayHandler {
     ) -> Result<Vec<String>, ErrorData> {
         let identity = self.identity(&context.extensions)?;
         let live = self.session(&identity)?;
-        let scope = live.session.scope();
-        Ok(self
-            .daemon
-            .mcp()
-            .status()
-            .into_iter()
-            .filter(|s| s.state.is_ready())
-            .filter(|s| scope.allows_toolset(&ToolSource::Mcp(s.name.clone()).toolset()))
-            .map(|s| s.name)
-            .collect())
+        Ok(self.daemon.granted_mcp_servers(live.session.scope()))
     }
 
     fn session(&self, identity: &GatewayIdentity) -> Result<Arc<LiveSession>, ErrorData> {
