@@ -25,17 +25,15 @@ use quiver_tool::tool::ToolSource;
 
 use super::{Daemon, DaemonError};
 
-/// What a message attaches besides its text.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What a message attaches besides its text (the API reads it from the
+/// message's `resources` and `prompt` fields).
+#[derive(Debug, Default)]
 pub struct Attachments {
     /// Resources by the gateway's names (`quiver://mcp/SERVER/URI`), read
     /// and added after the text, in this order.
-    #[serde(default)]
     pub resources: Vec<String>,
     /// A prompt by the gateway's name, rendered with its arguments at the
     /// start of the message.
-    #[serde(default)]
     pub prompt: Option<PromptRequest>,
 }
 
