@@ -429,6 +429,17 @@ fn deletion_hashes(word: &[u8], deletions: usize, out: &mut Vec<u32>) {
     }
 }
 
+/// The words of `lexicon` that one of a probe's deletion hashes
+/// (`variants`) may come from, each once, into `out`.
+fn lexicon_candidates(lexicon: &Lexicon, variants: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    for &variant in variants {
+        lexicon.candidates(variant, out);
+    }
+    out.sort_unstable();
+    out.dedup();
+}
+
 /// Per-server BM25 over what each server says it is for: each server's
 /// term counts and length, with the corpus statistics (server count,
 /// document frequencies, average length) combined across segments by
@@ -1255,8 +1266,8 @@ impl EnhancedIndex {
     /// its stem `term` (two edits for 8 characters or more); for typo
     /// tolerance, only for 4 characters or more. At most four, nearest
     /// first.
-    fn near_terms(&self, word: &str, term: &str) -> Vec<Found> {
-        let mut near: HashMap<&str, usize> = HashMap::default();
+    fn near_terms<'s>(&'s self, word: &str, term: &str) -> Vec<Found> {
+        let mut near: HashMap<&'s str, usize> = HashMap::default();
         let probes: &[&str] = if word == term { &[word] } else { &[word, term] };
         let mut variants = Vec::new();
         let mut candidates: Vec<u32> = Vec::new();
@@ -1270,21 +1281,37 @@ impl EnhancedIndex {
             deletion_hashes(probe.as_bytes(), allowed, &mut variants);
             variants.sort_unstable();
             variants.dedup();
-            for segment in &self.segments {
-                candidates.clear();
-                for &variant in &variants {
-                    segment.lexicon.candidates(variant, &mut candidates);
+            let mut consider = |known: &str, term: &'s str| {
+                let distance = strsim::damerau_levenshtein(known, probe);
+                if distance <= allowed {
+                    let slot = near.entry(term).or_insert(distance);
+                    *slot = (*slot).min(distance);
                 }
-                candidates.sort_unstable();
-                candidates.dedup();
+            };
+            if let Some(directory) = self.directory.as_deref() {
+                lexicon_candidates(&directory.typo_lexicon, &variants, &mut candidates);
                 for &index in &candidates {
-                    let Some((known, id)) = segment.lexicon.word(index) else {
+                    let Some((known, entry)) = directory.typo_lexicon.word(index) else {
                         continue;
                     };
-                    let distance = strsim::damerau_levenshtein(known, probe);
-                    if distance <= allowed {
-                        let slot = near.entry(segment.term(id)).or_insert(distance);
-                        *slot = (*slot).min(distance);
+                    let Some(entry) = directory.typo_entries.get(entry as usize) else {
+                        continue;
+                    };
+                    // Only words some segment of this index still holds.
+                    if directory
+                        .typo_slots(entry)
+                        .iter()
+                        .any(|&slot| self.position_of_slot(slot).is_some())
+                    {
+                        consider(known, &entry.term);
+                    }
+                }
+            }
+            for (_, segment) in self.uncovered() {
+                lexicon_candidates(&segment.lexicon, &variants, &mut candidates);
+                for &index in &candidates {
+                    if let Some((known, id)) = segment.lexicon.word(index) {
+                        consider(known, segment.term(id));
                     }
                 }
             }

@@ -20,7 +20,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{EnhancedSegment, HashMap, HashSet, MIN_EXTENSION_PREFIX};
+use super::{EnhancedSegment, HashMap, HashSet, Lexicon, MIN_EXTENSION_PREFIX};
 
 /// A segment's server (segment-local) and how often it says a term.
 type ServerCount = (u32, u16);
@@ -103,6 +103,30 @@ pub struct Directory {
     pub(super) exact_names: Table<Arc<str>, u32>,
     /// Server-context term → (slot, (segment-local server, count)).
     pub(super) server_terms: Table<Arc<str>, ServerCount>,
+    /// Every segment's typo lexicon in one: each distinct (word, term)
+    /// pair once, its payload an index into `typo_entries`.
+    pub(super) typo_lexicon: Lexicon,
+    /// Per lexicon word: its term and the slots whose lexicon holds it (a
+    /// range of `typo_slots`), so a search skips words whose every
+    /// segment has left the index.
+    pub(super) typo_entries: Vec<TypoEntry>,
+    typo_slots: Vec<u32>,
+}
+
+/// One (word, term) pair of [`Directory::typo_lexicon`].
+pub(super) struct TypoEntry {
+    pub(super) term: Arc<str>,
+    slots: (u32, u32),
+}
+
+impl Directory {
+    /// The slots whose lexicon holds `entry`'s word.
+    pub(super) fn typo_slots(&self, entry: &TypoEntry) -> &[u32] {
+        let (start, len) = entry.slots;
+        self.typo_slots
+            .get(start as usize..(start + len) as usize)
+            .unwrap_or(&[])
+    }
 }
 
 impl std::fmt::Debug for Directory {
@@ -122,6 +146,7 @@ impl Directory {
         let mut terms = Vec::new();
         let mut exact_names = Vec::new();
         let mut server_terms = Vec::new();
+        let mut typo_words: HashMap<(&'a str, &'a Arc<str>), Vec<u32>> = HashMap::default();
         for segment in segments {
             if !covered.insert(segment.key) {
                 continue;
@@ -139,7 +164,31 @@ impl Directory {
                 let term: Arc<str> = term.as_ref().into();
                 server_terms.extend(servers.iter().map(|&hit| (term.clone(), slot, hit)));
             }
+            for index in 0..segment.lexicon.words.len() as u32 {
+                if let Some((word, id)) = segment.lexicon.word(index)
+                    && let Some(term) = segment.term_names.get(id as usize)
+                {
+                    typo_words.entry((word, term)).or_default().push(slot);
+                }
+            }
         }
+        // Sorted, so the lexicon is the same whatever the map's order.
+        let mut typo_words: Vec<_> = typo_words.into_iter().collect();
+        typo_words.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut typo_lexicon = Lexicon::default();
+        let mut typo_entries = Vec::with_capacity(typo_words.len());
+        let mut typo_slots = Vec::new();
+        for ((word, term), slots) in typo_words {
+            typo_lexicon.push(word, typo_entries.len() as u32);
+            let start = typo_slots.len() as u32;
+            typo_slots.extend_from_slice(&slots);
+            typo_entries.push(TypoEntry {
+                term: term.clone(),
+                slots: (start, slots.len() as u32),
+            });
+        }
+        typo_lexicon.finish();
+        typo_slots.shrink_to_fit();
         let terms = Table::build(terms);
         let mut extension_terms: Vec<Arc<str>> = terms
             .keys()
@@ -154,6 +203,9 @@ impl Directory {
             extension_terms,
             exact_names: Table::build(exact_names),
             server_terms: Table::build(server_terms),
+            typo_lexicon,
+            typo_entries,
+            typo_slots,
         }
     }
 

@@ -344,3 +344,55 @@ fn an_empty_catalog_and_empty_segments_find_nothing() {
     );
     assert!(!with_gaps.search(&query, 5).is_empty());
 }
+
+/// One tool of MCP server `server`.
+fn one_tool(server: &str, name: &str, description: &str) -> Arc<Tool> {
+    let spec = ToolSpec::new(name, description, serde_json::json!({"type": "object"}));
+    Arc::new(Tool::new(
+        mcp_tool_name(server, name),
+        ToolSource::Mcp(server.into()),
+        &spec,
+    ))
+}
+
+#[test]
+fn a_stale_directory_offers_no_typo_match_for_a_word_whose_segments_left() {
+    // `navigate` was only in the browser's old segment; the other server
+    // still holds its stem through `navigation`, which is too far from the
+    // typo to match it. A directory built before the browser changed still
+    // lists `navigate`: it must not bring `page_history` in.
+    let old_browser = Arc::new(EnhancedSegment::build(
+        None,
+        &[one_tool("browser", "open_url", "Navigate to a web address")],
+    ));
+    let new_browser_tools = [one_tool("browser", "take_screenshot", "Capture the page")];
+    let new_browser = Arc::new(EnhancedSegment::build(None, &new_browser_tools));
+    let history_tools = [one_tool(
+        "history",
+        "page_history",
+        "Show the navigation history",
+    )];
+    let history = Arc::new(EnhancedSegment::build(None, &history_tools));
+    let stale = Directory::build([&old_browser, &history]);
+    let index = EnhancedIndex::with_directory(vec![new_browser, history], Some(Arc::new(stale)));
+    let full = reference::EnhancedIndex::build(new_browser_tools.iter().chain(&history_tools));
+    let query = "naviagte";
+    same(
+        "stale typo",
+        query,
+        &index.search(query, 5),
+        &full.search(query, 5),
+    );
+    // Before the change, the same typo finds the browser through the word.
+    let before = EnhancedIndex::with_directory(
+        vec![old_browser.clone()],
+        Some(Arc::new(Directory::build([&old_browser]))),
+    );
+    assert_eq!(
+        before
+            .search(query, 5)
+            .first()
+            .map(|s| s.tool.original_name()),
+        Some("open_url")
+    );
+}
