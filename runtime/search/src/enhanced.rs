@@ -528,6 +528,11 @@ pub struct EnhancedSegment {
     length_totals: [u64; FIELDS],
     /// Per field, the longest tool's length.
     max_lengths: [u16; FIELDS],
+    /// Per field, the shortest tool's length.
+    min_lengths: [u16; FIELDS],
+    /// Per term, its largest count in each field: with `min_lengths`, what
+    /// bounds the score it can give a tool here.
+    term_max_counts: Vec<[u8; FIELDS]>,
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
@@ -604,6 +609,8 @@ impl EnhancedSegment {
             lengths: Vec::new(),
             length_totals: [0; FIELDS],
             max_lengths: [0; FIELDS],
+            min_lengths: [0; FIELDS],
+            term_max_counts: Vec::new(),
             name_bigrams: HashMap::default(),
             lexicon: Lexicon::default(),
             exact_names: HashMap::default(),
@@ -647,19 +654,36 @@ impl EnhancedSegment {
         }
         lexicon.finish();
         segment.lexicon = lexicon;
+        if !segment.lengths.is_empty() {
+            segment.min_lengths = [u16::MAX; FIELDS];
+        }
         for lengths in &segment.lengths {
             for field in 0..FIELDS {
-                let (Some(total), Some(max), Some(&length)) = (
+                let (Some(total), Some(max), Some(min), Some(&length)) = (
                     segment.length_totals.get_mut(field),
                     segment.max_lengths.get_mut(field),
+                    segment.min_lengths.get_mut(field),
                     lengths.get(field),
                 ) else {
                     continue;
                 };
                 *total += u64::from(length);
                 *max = (*max).max(length);
+                *min = (*min).min(length);
             }
         }
+        segment.term_max_counts = segment
+            .postings
+            .iter()
+            .map(|list| {
+                list.iter().fold([0u8; FIELDS], |mut most, posting| {
+                    for (m, &count) in most.iter_mut().zip(&posting.tf) {
+                        *m = (*m).max(count);
+                    }
+                    most
+                })
+            })
+            .collect();
         let mut extension_terms: Vec<u32> = segment
             .term_names
             .iter()
@@ -1423,46 +1447,6 @@ impl EnhancedIndex {
         }
     }
 
-    fn add_term(&self, term: &Found, weight: f64, scores: &mut [f64], touched: &mut Vec<u32>) {
-        let idf = idf(self.len(), term.df);
-        let [name, server, description, parameters] = &self.factors;
-        for &(at, id) in &term.hits {
-            let Some(segment) = self.segments.get(at as usize) else {
-                continue;
-            };
-            let start = self.start(at as usize);
-            for posting in segment.postings.get(id as usize).into_iter().flatten() {
-                let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
-                    continue;
-                };
-                let factor = |table: &[f64], field: usize| {
-                    lengths
-                        .get(field)
-                        .and_then(|&l| table.get(l as usize))
-                        .copied()
-                        .unwrap_or(0.0)
-                };
-                let factors = [
-                    factor(name, 0),
-                    factor(server, 1),
-                    factor(description, 2),
-                    factor(parameters, 3),
-                ];
-                let mut tf = 0.0;
-                for (&count, factor) in posting.tf.iter().zip(&factors) {
-                    tf += f64::from(count) * factor;
-                }
-                let doc = start + posting.doc;
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(doc);
-                    }
-                    *score += weight * idf * tf * (K1 + 1.0) / (tf + K1);
-                }
-            }
-        }
-    }
-
     fn query_words(&self, text: &str) -> Vec<QueryWord> {
         let mut words = Vec::new();
         self.analyzer.words(text, |word, term| {
@@ -1536,104 +1520,6 @@ impl EnhancedIndex {
         unique
     }
 
-    /// Scores every tool for `words` into `scores`, listing each tool that
-    /// scores in `touched`.
-    fn score(
-        &self,
-        words: &[QueryWord],
-        unique: &[(&QueryWord, usize)],
-        expansions: &[Expansion],
-        scores: &mut [f64],
-        touched: &mut Vec<u32>,
-    ) {
-        let mut matched: Vec<&str> = Vec::new();
-        for (&(word, count), expansion) in unique.iter().zip(expansions) {
-            let weight = 1.0 + REPEAT_WEIGHT * (count - 1) as f64;
-            if let Some(found) = &word.found {
-                matched.push(&found.term);
-                self.add_term(found, weight, scores, touched);
-                continue;
-            }
-            if !expansion.parts.is_empty() {
-                for part in &expansion.parts {
-                    self.add_term(part, 1.0, scores, touched);
-                }
-            } else {
-                for near in &expansion.near {
-                    self.add_term(near, TYPO_DISCOUNT, scores, touched);
-                }
-            }
-        }
-        let mut synonyms: Vec<&Found> = Vec::new();
-        for expansion in expansions {
-            for found in &expansion.synonyms {
-                if !matched.contains(&found.term.as_str())
-                    && !synonyms.iter().any(|s| s.term == found.term)
-                {
-                    synonyms.push(found);
-                }
-            }
-        }
-        for found in synonyms {
-            self.add_term(found, SYNONYM_WEIGHT, scores, touched);
-        }
-        let mut added: Vec<&str> = Vec::new();
-        for expansion in expansions {
-            for found in &expansion.extensions {
-                if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
-                {
-                    added.push(&found.term);
-                    self.add_term(found, EXTENSION_WEIGHT, scores, touched);
-                }
-            }
-        }
-
-        for pair in words.windows(2) {
-            let [
-                QueryWord { found: Some(a), .. },
-                QueryWord { found: Some(b), .. },
-            ] = pair
-            else {
-                continue;
-            };
-            for &(at, first) in &a.hits {
-                let Some(&(_, second)) = b.hits.iter().find(|&&(other, _)| other == at) else {
-                    continue;
-                };
-                let Some(segment) = self.segments.get(at as usize) else {
-                    continue;
-                };
-                let start = self.start(at as usize);
-                for &local in segment
-                    .name_bigrams
-                    .get(&(first, second))
-                    .into_iter()
-                    .flatten()
-                {
-                    let doc = start + local;
-                    if let Some(score) = scores.get_mut(doc as usize) {
-                        if *score == 0.0 {
-                            touched.push(doc);
-                        }
-                        *score += NAME_BIGRAM_BONUS;
-                    }
-                }
-            }
-        }
-
-        let terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
-        let context = self.server_scores(&terms);
-        if context.iter().any(|&s| s > 0.0) {
-            for &doc in touched.iter() {
-                let server = self.server_of(doc).unwrap_or(0);
-                let bonus = context.get(server as usize).copied().unwrap_or(0.0);
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    *score += SERVER_CONTEXT_WEIGHT * bonus;
-                }
-            }
-        }
-    }
-
     /// The best `limit` tools for `query`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
         self.search_fused(query, limit, None)
@@ -1665,13 +1551,25 @@ impl EnhancedIndex {
                 })
         };
 
-        let mut scores = vec![0.0; self.len()];
-        let mut touched = Vec::new();
         let words = self.query_words(&text);
         let unique = Self::unique(&words);
         let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
-        self.score(&words, &unique, &expansions, &mut scores, &mut touched);
-        let mut evidence = self.evidence(&unique, &expansions);
+        let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
+        let exact = self.exact_matches(&text);
+        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
+        let plan = self.plan(&words, &unique, &expansions);
+        // A lexical search stops once no segment left can reach its results.
+        let cutoff = fusion.is_none().then_some(Cutoff {
+            limit,
+            floor,
+            exact: &exact,
+            allowed: &allowed,
+        });
+        let Scores {
+            mut scores,
+            mut evidence,
+            mut touched,
+        } = self.score_plan(&plan, cutoff.as_ref());
         // A folded copy's evidence counts for the tool it folds into.
         for &(copy, first) in &self.same_operations {
             let words = evidence.get(copy as usize).copied().unwrap_or(0);
@@ -1679,7 +1577,6 @@ impl EnhancedIndex {
                 *kept = (*kept).max(words);
             }
         }
-        let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
         let lexical = Lexical {
             scores: &scores,
             touched: &touched,
@@ -1687,9 +1584,7 @@ impl EnhancedIndex {
             floor,
             query_words: unique.len(),
         };
-        let fused = fusion
-            .filter(|f| f.similarity.len() == self.len() && f.weight > 0.0)
-            .and_then(|f| self.fuse(f, &lexical, &allowed));
+        let fused = fusion.and_then(|f| self.fuse(f, &lexical, &allowed));
         let dense_ok = match fused {
             Some((fused_scores, fused_touched, ok)) => {
                 scores = fused_scores;
@@ -1699,7 +1594,6 @@ impl EnhancedIndex {
             None => None,
         };
         self.fold_same_operations(&mut scores, &mut touched);
-        let exact = self.exact_matches(&text);
         let best = if exact.is_empty() {
             0.0
         } else {
@@ -1859,70 +1753,6 @@ impl EnhancedIndex {
         Some((fused, fused_touched, ok))
     }
 
-    /// Per tool, how many distinct query words match it through a term
-    /// that is not boilerplate (a term found in more than half the tools,
-    /// such as the server's name in a one-server catalog). Words match as
-    /// they score: the term itself, a compound's parts for an unknown one,
-    /// synonyms and extensions; near terms (typo tolerance) only for a word
-    /// of [`MIN_TYPO_EVIDENCE`] letters or more, since a short word is
-    /// within one edit of many unrelated ones.
-    fn evidence(&self, unique: &[(&QueryWord, usize)], expansions: &[Expansion]) -> Vec<u8> {
-        let n = self.len();
-        // Boilerplate: a term found in more than half the tools (of three
-        // or more).
-        let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
-        let mut count = vec![0u8; n];
-        // Per tool, 1 when this word matched it through a term that is not
-        // boilerplate, a tiny value when only through boilerplate.
-        let mut of_word = vec![0.0f64; n];
-        let mut touched: Vec<u32> = Vec::new();
-        for (&(word, _), expansion) in unique.iter().zip(expansions) {
-            let mut terms: Vec<&Found> = Vec::new();
-            match &word.found {
-                Some(found) => terms.push(found),
-                None if expansion.parts.is_empty()
-                    && word.word.chars().count() >= MIN_TYPO_EVIDENCE =>
-                {
-                    terms.extend(&expansion.near);
-                }
-                None => terms.extend(&expansion.parts),
-            }
-            terms.extend(&expansion.synonyms);
-            terms.extend(&expansion.extensions);
-            for term in terms {
-                let weight = if is_boilerplate(term.df) {
-                    f64::MIN_POSITIVE
-                } else {
-                    1.0
-                };
-                for &(at, id) in &term.hits {
-                    let Some(segment) = self.segments.get(at as usize) else {
-                        continue;
-                    };
-                    let start = self.start(at as usize);
-                    for posting in segment.postings.get(id as usize).into_iter().flatten() {
-                        let doc = start + posting.doc;
-                        if let Some(slot) = of_word.get_mut(doc as usize) {
-                            if *slot == 0.0 {
-                                touched.push(doc);
-                            }
-                            *slot = slot.max(weight);
-                        }
-                    }
-                }
-            }
-            for doc in touched.drain(..) {
-                let strength = of_word.get_mut(doc as usize).map_or(0.0, std::mem::take);
-                if strength >= 1.0
-                    && let Some(words) = count.get_mut(doc as usize)
-                {
-                    *words = words.saturating_add(1);
-                }
-            }
-        }
-        count
-    }
-
     /// The tool that catalog-wide tool `doc` folds into, if it makes the
     /// same call as one its server lists earlier.
     fn folds_into(&self, doc: u32) -> Option<u32> {
@@ -2053,6 +1883,8 @@ pub fn split_server_filters(query: &str) -> (Vec<String>, String) {
 
 mod directory;
 pub use directory::Directory;
+mod scoring;
+use scoring::{Cutoff, Scores};
 
 #[cfg(test)]
 mod reference;

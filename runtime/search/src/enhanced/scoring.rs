@@ -1,0 +1,461 @@
+//! Scoring one query segment by segment, the segments that can score
+//! highest first, so a lexical search over a large catalog stops as soon
+//! as no segment left can place a tool among its results.
+//!
+//! A query's terms, name bigrams and evidence are first laid out by
+//! segment (a [`Plan`]). Each segment then gets an upper bound on any of
+//! its tools' scores, from the most a term can add there (its largest
+//! field counts at the segment's shortest field lengths, saturated as BM25
+//! saturates them), the bigram bonuses it holds and its servers' best
+//! context bonus. Segments are scored whole, best bound first; once the
+//! results are full of tools scoring above the next bound, the rest cannot
+//! change them and are skipped. Within a segment, each tool's score is the
+//! same sum, in the same order, as a pass over the whole catalog would
+//! make, so the results match one index over every tool exactly.
+//!
+//! Fusion with embeddings needs every lexical score (they are normalised
+//! by the best and weighed against every similarity), so a fused search
+//! scores every segment, in catalog order.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::{
+    EXTENSION_WEIGHT, EnhancedIndex, EnhancedSegment, Expansion, FIELDS, Found, K1,
+    NAME_BIGRAM_BONUS, QueryWord, REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT,
+    TYPO_DISCOUNT,
+};
+use crate::classic::idf;
+
+/// A bound is raised by this share before it is compared, so rounding in a
+/// sum of many terms can never prune a tool that ties with the results.
+const BOUND_MARGIN: f64 = 1e-9;
+
+/// One term scored for a query, with its weight.
+struct Pass<'q> {
+    found: &'q Found,
+    /// The term's weight in the query times its IDF.
+    weight: f64,
+}
+
+/// A segment with something to score, and the most any of its tools can
+/// score.
+struct SegmentWork {
+    at: u32,
+    bound: f64,
+}
+
+/// Pairs grouped by segment (a counting sort: each segment's pairs keep
+/// the order they came in).
+struct BySegment {
+    /// Where each segment's pairs start; one more entry than segments.
+    starts: Vec<u32>,
+    pairs: Vec<(u32, u32)>,
+}
+
+impl BySegment {
+    fn new(segments: usize, entries: &[(u32, u32, u32)]) -> BySegment {
+        let mut starts = vec![0u32; segments + 1];
+        for &(at, _, _) in entries {
+            if let Some(count) = starts.get_mut(at as usize + 1) {
+                *count += 1;
+            }
+        }
+        for at in 1..starts.len() {
+            let previous = starts.get(at - 1).copied().unwrap_or(0);
+            if let Some(start) = starts.get_mut(at) {
+                *start += previous;
+            }
+        }
+        let mut next = starts.clone();
+        let mut pairs = vec![(0, 0); entries.len()];
+        for &(at, a, b) in entries {
+            if let Some(slot) = next.get_mut(at as usize)
+                && let Some(pair) = pairs.get_mut(*slot as usize)
+            {
+                *pair = (a, b);
+                *slot += 1;
+            }
+        }
+        BySegment { starts, pairs }
+    }
+
+    /// Segment `at`'s pairs.
+    fn of(&self, at: u32) -> &[(u32, u32)] {
+        let at = at as usize;
+        match (self.starts.get(at), self.starts.get(at + 1)) {
+            (Some(&from), Some(&to)) => self.pairs.get(from as usize..to as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
+
+/// A query's scoring work, laid out by segment.
+pub(super) struct Plan<'q> {
+    passes: Vec<Pass<'q>>,
+    /// (pass, the term's id there), each segment's in pass order.
+    terms: BySegment,
+    /// (first, second): the name bigrams of adjacent query words, each
+    /// segment's in query order.
+    bigrams: BySegment,
+    /// (distinct word, term id): the terms each word counts as evidence
+    /// through (boilerplate left out), each segment's in word order.
+    evidence: BySegment,
+    /// Each catalog-wide server's context score, when any is above zero.
+    context: Option<Vec<f64>>,
+    segments: Vec<SegmentWork>,
+}
+
+/// What a lexical search needs to know to stop early: how many results it
+/// returns and which tools may be among them.
+pub(super) struct Cutoff<'c> {
+    pub(super) limit: usize,
+    pub(super) floor: f64,
+    /// The tools the exact-name pass places first: never counted, their
+    /// segments always scored.
+    pub(super) exact: &'c [u32],
+    pub(super) allowed: &'c dyn Fn(u32) -> bool,
+}
+
+/// A query's scores: per tool its score and evidence, and the tools with a
+/// score.
+pub(super) struct Scores {
+    pub(super) scores: Vec<f64>,
+    pub(super) evidence: Vec<u8>,
+    pub(super) touched: Vec<u32>,
+}
+
+impl EnhancedIndex {
+    /// Lays a query's terms out by segment: the words' own terms (or a
+    /// compound's parts, or near terms), then synonyms and extensions not
+    /// already scored, each once, as the relevance floor's evidence counts
+    /// them per word.
+    pub(super) fn plan<'q>(
+        &self,
+        words: &'q [QueryWord],
+        unique: &[(&'q QueryWord, usize)],
+        expansions: &'q [Expansion],
+    ) -> Plan<'q> {
+        let n = self.len();
+        let mut passes: Vec<Pass<'q>> = Vec::new();
+        let mut pass = |found: &'q Found, weight: f64| {
+            passes.push(Pass {
+                found,
+                weight: weight * idf(n, found.df),
+            });
+        };
+        let mut matched: Vec<&str> = Vec::new();
+        for (&(word, count), expansion) in unique.iter().zip(expansions) {
+            if let Some(found) = &word.found {
+                matched.push(&found.term);
+                pass(found, 1.0 + REPEAT_WEIGHT * (count - 1) as f64);
+            } else if !expansion.parts.is_empty() {
+                expansion.parts.iter().for_each(|part| pass(part, 1.0));
+            } else {
+                expansion
+                    .near
+                    .iter()
+                    .for_each(|near| pass(near, TYPO_DISCOUNT));
+            }
+        }
+        let mut added: Vec<&str> = Vec::new();
+        for expansion in expansions {
+            for found in &expansion.synonyms {
+                if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
+                {
+                    added.push(&found.term);
+                    pass(found, SYNONYM_WEIGHT);
+                }
+            }
+        }
+        added.clear();
+        for expansion in expansions {
+            for found in &expansion.extensions {
+                if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
+                {
+                    added.push(&found.term);
+                    pass(found, EXTENSION_WEIGHT);
+                }
+            }
+        }
+
+        let mut terms: Vec<(u32, u32, u32)> = Vec::new();
+        for (index, pass) in passes.iter().enumerate() {
+            terms.extend(
+                pass.found
+                    .hits
+                    .iter()
+                    .map(|&(at, id)| (at, index as u32, id)),
+            );
+        }
+        let mut bigrams: Vec<(u32, u32, u32)> = Vec::new();
+        for pair in words.windows(2) {
+            let [
+                QueryWord { found: Some(a), .. },
+                QueryWord { found: Some(b), .. },
+            ] = pair
+            else {
+                continue;
+            };
+            for &(at, first) in &a.hits {
+                if let Some(&(_, second)) = b.hits.iter().find(|&&(other, _)| other == at) {
+                    bigrams.push((at, first, second));
+                }
+            }
+        }
+        // Boilerplate: a term found in more than half the tools (of three
+        // or more), such as the server's name in a one-server catalog.
+        let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
+        let mut evidence: Vec<(u32, u32, u32)> = Vec::new();
+        for (index, (&(word, _), expansion)) in unique.iter().zip(expansions).enumerate() {
+            let mut word_terms: Vec<&Found> = Vec::new();
+            match &word.found {
+                Some(found) => word_terms.push(found),
+                None if expansion.parts.is_empty()
+                    && word.word.chars().count() >= super::MIN_TYPO_EVIDENCE =>
+                {
+                    word_terms.extend(&expansion.near);
+                }
+                None => word_terms.extend(&expansion.parts),
+            }
+            word_terms.extend(&expansion.synonyms);
+            word_terms.extend(&expansion.extensions);
+            for term in word_terms.into_iter().filter(|t| !is_boilerplate(t.df)) {
+                evidence.extend(term.hits.iter().map(|&(at, id)| (at, index as u32, id)));
+            }
+        }
+        let query_terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
+        let context = self.server_scores(&query_terms);
+        let context = context.iter().any(|&s| s > 0.0).then_some(context);
+        let segments = self.segments.len();
+        let mut plan = Plan {
+            passes,
+            terms: BySegment::new(segments, &terms),
+            bigrams: BySegment::new(segments, &bigrams),
+            evidence: BySegment::new(segments, &evidence),
+            context,
+            segments: Vec::new(),
+        };
+        plan.segments = self.segment_work(&plan);
+        plan
+    }
+
+    /// Each segment with something to score, and its bound.
+    fn segment_work(&self, plan: &Plan<'_>) -> Vec<SegmentWork> {
+        let mut work = Vec::new();
+        for (at, segment) in self.segments.iter().enumerate() {
+            let at = at as u32;
+            let terms = plan.terms.of(at);
+            if terms.is_empty() {
+                continue;
+            }
+            let mut bound = NAME_BIGRAM_BONUS * plan.bigrams.of(at).len() as f64;
+            for &(pass, id) in terms {
+                if let Some(pass) = plan.passes.get(pass as usize) {
+                    let tf = self.most_tf(segment, id);
+                    bound += pass.weight * tf * (K1 + 1.0) / (tf + K1);
+                }
+            }
+            if let Some(context) = &plan.context {
+                bound += SERVER_CONTEXT_WEIGHT * self.best_context(at as usize, context);
+            }
+            work.push(SegmentWork { at, bound });
+        }
+        work
+    }
+
+    /// The most field-weighted count term `id` of `segment` can have under
+    /// this index's length normalisation: its largest count in each field
+    /// at the segment's shortest length of that field (the normalisation
+    /// only falls as a field grows).
+    fn most_tf(&self, segment: &EnhancedSegment, id: u32) -> f64 {
+        let counts = segment.term_max_counts.get(id as usize);
+        (0..FIELDS)
+            .map(|field| {
+                let count = counts
+                    .and_then(|c| c.get(field))
+                    .copied()
+                    .unwrap_or(u8::MAX);
+                let shortest = segment.min_lengths.get(field).copied().unwrap_or(0);
+                // The table covers every length up to the catalog's longest;
+                // its first entry is the largest factor.
+                let factor = self
+                    .factors
+                    .get(field)
+                    .and_then(|table| table.get(shortest as usize).or(table.first()));
+                f64::from(count) * factor.copied().unwrap_or(0.0)
+            })
+            .sum()
+    }
+
+    /// The best context score among the servers of segment `at`.
+    fn best_context(&self, at: usize, context: &[f64]) -> f64 {
+        let start = self.server_starts.get(at).copied().unwrap_or(0) as usize;
+        let end = self
+            .server_starts
+            .get(at + 1)
+            .map_or(self.server_ids.len(), |&end| end as usize);
+        self.server_ids
+            .get(start..end)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|&(id, _)| context.get(id as usize).copied())
+            .fold(0.0, f64::max)
+    }
+
+    /// Scores `plan`'s segments: all of them in catalog order with no
+    /// `cutoff` (fusion needs every score), otherwise best bound first
+    /// until no segment left can reach the results.
+    pub(super) fn score_plan(&self, plan: &Plan<'_>, cutoff: Option<&Cutoff<'_>>) -> Scores {
+        let n = self.len();
+        let mut out = Scores {
+            scores: vec![0.0; n],
+            evidence: vec![0u8; n],
+            touched: Vec::new(),
+        };
+        let mut stamps: Vec<u32> = Vec::new();
+        let Some(cutoff) = cutoff.filter(|c| c.limit > 0) else {
+            for work in &plan.segments {
+                self.score_segment(plan, work, &mut out, &mut stamps);
+            }
+            return out;
+        };
+
+        let mut order: Vec<&SegmentWork> = plan.segments.iter().collect();
+        order.sort_by(|a, b| b.bound.total_cmp(&a.bound).then(a.at.cmp(&b.at)));
+        // The exact-name pass's segments first, whatever their bound: their
+        // tools are results, and so may be their prerequisites.
+        let mut exact_segments: Vec<u32> = cutoff
+            .exact
+            .iter()
+            .filter_map(|&doc| self.locate(doc).map(|(at, _)| at as u32))
+            .collect();
+        exact_segments.sort_unstable();
+        exact_segments.dedup();
+        order.sort_by_key(|work| exact_segments.binary_search(&work.at).is_err());
+        // The `limit` best scores so far of tools that may be results.
+        let mut best: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cutoff.limit + 1);
+        for work in order {
+            let forced = exact_segments.binary_search(&work.at).is_ok();
+            if !forced
+                && best.len() >= cutoff.limit
+                && best.peek().is_some_and(|&Reverse(lowest)| {
+                    f64::from_bits(lowest) > work.bound * (1.0 + BOUND_MARGIN) + BOUND_MARGIN
+                })
+            {
+                break;
+            }
+            let from = out.touched.len();
+            self.score_segment(plan, work, &mut out, &mut stamps);
+            for &doc in out.touched.get(from..).unwrap_or(&[]) {
+                let d = doc as usize;
+                let score = out.scores.get(d).copied().unwrap_or(0.0);
+                let counts = score >= cutoff.floor
+                    && out.evidence.get(d).is_some_and(|&w| w >= 1)
+                    && self.folds_into(doc).is_none()
+                    && !cutoff.exact.contains(&doc)
+                    && (cutoff.allowed)(doc);
+                if counts {
+                    // Scores here are positive, whose bits order as they do.
+                    best.push(Reverse(score.to_bits()));
+                    if best.len() > cutoff.limit {
+                        best.pop();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Scores one segment's tools: the plan's terms in pass order, then the
+    /// name bigrams, then the server-context bonus, as a pass over the
+    /// whole catalog adds them; and counts each tool's evidence words.
+    fn score_segment(
+        &self,
+        plan: &Plan<'_>,
+        work: &SegmentWork,
+        out: &mut Scores,
+        stamps: &mut Vec<u32>,
+    ) {
+        let Some(segment) = self.segments.get(work.at as usize) else {
+            return;
+        };
+        let start = self.start(work.at as usize);
+        let from = out.touched.len();
+        let [name, server, description, parameters] = &self.factors;
+        for &(pass, id) in plan.terms.of(work.at) {
+            let Some(pass) = plan.passes.get(pass as usize) else {
+                continue;
+            };
+            for posting in segment.postings.get(id as usize).into_iter().flatten() {
+                let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
+                    continue;
+                };
+                let factor = |table: &[f64], field: usize| {
+                    lengths
+                        .get(field)
+                        .and_then(|&l| table.get(l as usize))
+                        .copied()
+                        .unwrap_or(0.0)
+                };
+                let factors = [
+                    factor(name, 0),
+                    factor(server, 1),
+                    factor(description, 2),
+                    factor(parameters, 3),
+                ];
+                let mut tf = 0.0;
+                for (&count, factor) in posting.tf.iter().zip(&factors) {
+                    tf += f64::from(count) * factor;
+                }
+                let doc = start + posting.doc;
+                if let Some(score) = out.scores.get_mut(doc as usize) {
+                    if *score == 0.0 {
+                        out.touched.push(doc);
+                    }
+                    *score += pass.weight * tf * (K1 + 1.0) / (tf + K1);
+                }
+            }
+        }
+        for &(first, second) in plan.bigrams.of(work.at) {
+            for &local in segment
+                .name_bigrams
+                .get(&(first, second))
+                .into_iter()
+                .flatten()
+            {
+                let doc = start + local;
+                if let Some(score) = out.scores.get_mut(doc as usize) {
+                    if *score == 0.0 {
+                        out.touched.push(doc);
+                    }
+                    *score += NAME_BIGRAM_BONUS;
+                }
+            }
+        }
+        if let Some(context) = &plan.context {
+            for &doc in out.touched.get(from..).unwrap_or(&[]) {
+                let server = self.server_of(doc).unwrap_or(0);
+                let bonus = context.get(server as usize).copied().unwrap_or(0.0);
+                if let Some(score) = out.scores.get_mut(doc as usize) {
+                    *score += SERVER_CONTEXT_WEIGHT * bonus;
+                }
+            }
+        }
+        // A word counts once per tool however many of its terms match it.
+        stamps.clear();
+        stamps.resize(segment.docs.len(), 0);
+        for &(word, id) in plan.evidence.of(work.at) {
+            for posting in segment.postings.get(id as usize).into_iter().flatten() {
+                if let Some(stamp) = stamps.get_mut(posting.doc as usize)
+                    && *stamp != word + 1
+                {
+                    *stamp = word + 1;
+                    if let Some(words) = out.evidence.get_mut((start + posting.doc) as usize) {
+                        *words = words.saturating_add(1);
+                    }
+                }
+            }
+        }
+    }
+}
