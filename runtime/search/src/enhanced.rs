@@ -481,6 +481,8 @@ struct Found {
     term: String,
     /// (segment, the term's id in that segment), in segment order.
     hits: Vec<(u32, u32)>,
+    /// Per hit, the term's largest count in each field there.
+    most: Vec<[u8; FIELDS]>,
     df: usize,
 }
 
@@ -1003,6 +1005,9 @@ pub struct EnhancedIndex {
     /// Each tool's catalog-wide server: the server-context bonus is added
     /// per matching tool, which can be most of a large catalog.
     doc_servers: Vec<u32>,
+    /// Per segment, its shortest length of each field (kept here so the
+    /// bound of a segment a search skips costs no visit to it).
+    min_lengths: Vec<[u16; FIELDS]>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
@@ -1052,6 +1057,7 @@ impl EnhancedIndex {
         let mut overlay = Vec::new();
         let mut same_operations = Vec::new();
         let mut doc_servers = Vec::new();
+        let mut min_lengths = Vec::with_capacity(segments.len());
         let mut offsets = Vec::with_capacity(segments.len() + 1);
         let mut total = 0u32;
         let mut length_totals = [0u64; FIELDS];
@@ -1073,6 +1079,7 @@ impl EnhancedIndex {
                     .map(|(&copy, &first)| (start + copy, start + first)),
             );
             offsets.push(total);
+            min_lengths.push(segment.min_lengths);
             total += segment.docs.len() as u32;
             for field in 0..FIELDS {
                 if let (Some(sum), Some(max), Some(&add), Some(&longest)) = (
@@ -1137,6 +1144,7 @@ impl EnhancedIndex {
             overlay,
             same_operations,
             doc_servers,
+            min_lengths,
         }
     }
 
@@ -1261,18 +1269,24 @@ impl EnhancedIndex {
 
     fn resolve(&self, term: &str) -> Option<Found> {
         let hits = self.term_hits(term);
-        let df = hits
+        let mut df = 0;
+        let most = hits
             .iter()
             .map(|&(at, id)| {
-                self.segments
-                    .get(at as usize)
+                let segment = self.segments.get(at as usize);
+                df += segment
                     .and_then(|s| s.postings.get(id as usize))
-                    .map_or(0, Vec::len)
+                    .map_or(0, Vec::len);
+                segment
+                    .and_then(|s| s.term_max_counts.get(id as usize))
+                    .copied()
+                    .unwrap_or([u8::MAX; FIELDS])
             })
-            .sum();
+            .collect();
         (!hits.is_empty()).then(|| Found {
             term: term.to_owned(),
             hits,
+            most,
             df,
         })
     }

@@ -21,9 +21,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{
-    EXTENSION_WEIGHT, EnhancedIndex, EnhancedSegment, Expansion, FIELDS, Found, K1,
-    NAME_BIGRAM_BONUS, QueryWord, REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT,
-    TYPO_DISCOUNT,
+    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, K1, NAME_BIGRAM_BONUS, QueryWord,
+    REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT,
 };
 use crate::classic::idf;
 
@@ -93,7 +92,7 @@ impl BySegment {
 /// A query's scoring work, laid out by segment.
 pub(super) struct Plan<'q> {
     passes: Vec<Pass<'q>>,
-    /// (pass, the term's id there), each segment's in pass order.
+    /// (pass, which of its term's hits), each segment's in pass order.
     terms: BySegment,
     /// (first, second): the name bigrams of adjacent query words, each
     /// segment's in query order.
@@ -182,10 +181,9 @@ impl EnhancedIndex {
         let mut terms: Vec<(u32, u32, u32)> = Vec::new();
         for (index, pass) in passes.iter().enumerate() {
             terms.extend(
-                pass.found
-                    .hits
-                    .iter()
-                    .map(|&(at, id)| (at, index as u32, id)),
+                (0u32..)
+                    .zip(&pass.found.hits)
+                    .map(|(hit, &(at, _))| (at, index as u32, hit)),
             );
         }
         let mut bigrams: Vec<(u32, u32, u32)> = Vec::new();
@@ -243,17 +241,22 @@ impl EnhancedIndex {
     /// Each segment with something to score, and its bound.
     fn segment_work(&self, plan: &Plan<'_>) -> Vec<SegmentWork> {
         let mut work = Vec::new();
-        for (at, segment) in self.segments.iter().enumerate() {
-            let at = at as u32;
+        for at in 0..self.segments.len() as u32 {
             let terms = plan.terms.of(at);
             if terms.is_empty() {
                 continue;
             }
             let mut bound = NAME_BIGRAM_BONUS * plan.bigrams.of(at).len() as f64;
-            for &(pass, id) in terms {
-                if let Some(pass) = plan.passes.get(pass as usize) {
-                    let tf = self.most_tf(segment, id);
-                    bound += pass.weight * tf * (K1 + 1.0) / (tf + K1);
+            let shortest = self.min_lengths.get(at as usize);
+            for &(pass, hit) in terms {
+                if let Some(most) = plan
+                    .passes
+                    .get(pass as usize)
+                    .and_then(|p| Some((p.weight, p.found.most.get(hit as usize)?)))
+                {
+                    let (weight, most) = most;
+                    let tf = self.most_tf(most, shortest);
+                    bound += weight * tf * (K1 + 1.0) / (tf + K1);
                 }
             }
             if let Some(context) = &plan.context {
@@ -264,25 +267,21 @@ impl EnhancedIndex {
         work
     }
 
-    /// The most field-weighted count term `id` of `segment` can have under
+    /// The most field-weighted count a term can have in a segment under
     /// this index's length normalisation: its largest count in each field
-    /// at the segment's shortest length of that field (the normalisation
-    /// only falls as a field grows).
-    fn most_tf(&self, segment: &EnhancedSegment, id: u32) -> f64 {
-        let counts = segment.term_max_counts.get(id as usize);
+    /// (`most`) at the segment's shortest length of that field (the
+    /// normalisation only falls as a field grows).
+    fn most_tf(&self, most: &[u8; FIELDS], shortest: Option<&[u16; FIELDS]>) -> f64 {
         (0..FIELDS)
             .map(|field| {
-                let count = counts
-                    .and_then(|c| c.get(field))
-                    .copied()
-                    .unwrap_or(u8::MAX);
-                let shortest = segment.min_lengths.get(field).copied().unwrap_or(0);
+                let count = most.get(field).copied().unwrap_or(u8::MAX);
+                let length = shortest.and_then(|s| s.get(field)).copied().unwrap_or(0);
                 // The table covers every length up to the catalog's longest;
                 // its first entry is the largest factor.
                 let factor = self
                     .factors
                     .get(field)
-                    .and_then(|table| table.get(shortest as usize).or(table.first()));
+                    .and_then(|table| table.get(length as usize).or(table.first()));
                 f64::from(count) * factor.copied().unwrap_or(0.0)
             })
             .sum()
@@ -383,8 +382,12 @@ impl EnhancedIndex {
         let start = self.start(work.at as usize);
         let from = out.touched.len();
         let [name, server, description, parameters] = &self.factors;
-        for &(pass, id) in plan.terms.of(work.at) {
-            let Some(pass) = plan.passes.get(pass as usize) else {
+        for &(pass, hit) in plan.terms.of(work.at) {
+            let Some((pass, &(_, id))) = plan
+                .passes
+                .get(pass as usize)
+                .and_then(|p| Some((p, p.found.hits.get(hit as usize)?)))
+            else {
                 continue;
             };
             for posting in segment.postings.get(id as usize).into_iter().flatten() {
