@@ -1995,6 +1995,15 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_beyond_the_catalog_returns_every_match() {
+        let index = messaging_index();
+        assert_eq!(
+            names(&index.search("send a message", usize::MAX)),
+            ["CreateMessage"]
+        );
+    }
+
+    #[test]
     fn fusion_leaves_a_fully_explained_query_to_the_lexical_order() {
         let index = messaging_index();
         // The dense side prefers CreateMessage, but a lexical match holds

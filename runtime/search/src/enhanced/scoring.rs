@@ -333,7 +333,7 @@ impl EnhancedIndex {
         exact_segments.dedup();
         order.sort_by_key(|work| exact_segments.binary_search(&work.at).is_err());
         // The `limit` best scores so far of tools that may be results.
-        let mut best: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cutoff.limit + 1);
+        let mut best: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cutoff.limit.min(n) + 1);
         for work in order {
             let forced = exact_segments.binary_search(&work.at).is_ok();
             if !forced
