@@ -178,10 +178,25 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", describe(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, `: `-joined like `{:#}`, each said once:
+/// many error types (I/O wrappers here, SQLite's) put their cause in
+/// their own message and also return it as their source.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Logs go to stderr: text (`QUIVER_LOG_FORMAT` unset or `text`), or one
