@@ -311,6 +311,37 @@ struct Posting {
     tf: [u8; FIELDS],
 }
 
+/// A segment's postings, every term's in one allocation (term `id`'s are
+/// `all[starts[id]..starts[id + 1]]`): a list per term cost a 24-byte
+/// header and an allocation each, for lists of a few postings.
+#[derive(Default)]
+struct Postings {
+    starts: Vec<u32>,
+    all: Vec<Posting>,
+}
+
+impl Postings {
+    fn from_lists(lists: &[Vec<Posting>]) -> Postings {
+        let mut starts = Vec::with_capacity(lists.len() + 1);
+        let mut all = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        for list in lists {
+            starts.push(all.len() as u32);
+            all.extend_from_slice(list);
+        }
+        starts.push(all.len() as u32);
+        Postings { starts, all }
+    }
+
+    /// Term `id`'s postings, in tool order.
+    fn of(&self, id: u32) -> &[Posting] {
+        let id = id as usize;
+        match (self.starts.get(id), self.starts.get(id + 1)) {
+            (Some(&from), Some(&to)) => self.all.get(from as usize..to as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
+
 /// A query word: as written, as its term, and where that term is indexed.
 struct QueryWord {
     word: String,
@@ -523,7 +554,7 @@ pub struct EnhancedSegment {
     /// Each term id's term: the ids count terms in order of first
     /// appearance, which a catalog-wide id order is derived from.
     term_names: Vec<Arc<str>>,
-    postings: Vec<Vec<Posting>>,
+    postings: Postings,
     /// Per tool, its field lengths in terms.
     lengths: Vec<[u16; FIELDS]>,
     /// Per field, the sum of the tools' lengths.
@@ -585,6 +616,8 @@ struct BuildScratch {
     surfaces: HashSet<String>,
     name_terms: Vec<Vec<u32>>,
     doc_terms: Vec<(u32, usize)>,
+    /// Each term's postings while the segment is built.
+    postings: Vec<Vec<Posting>>,
 }
 
 impl EnhancedSegment {
@@ -607,7 +640,7 @@ impl EnhancedSegment {
             doc_servers: Vec::new(),
             terms: HashMap::default(),
             term_names: Vec::new(),
-            postings: Vec::new(),
+            postings: Postings::default(),
             lengths: Vec::new(),
             length_totals: [0; FIELDS],
             max_lengths: [0; FIELDS],
@@ -674,7 +707,7 @@ impl EnhancedSegment {
                 *min = (*min).min(length);
             }
         }
-        segment.term_max_counts = segment
+        segment.term_max_counts = scratch
             .postings
             .iter()
             .map(|list| {
@@ -696,7 +729,7 @@ impl EnhancedSegment {
         extension_terms.sort_unstable_by(|&a, &b| segment.term(a).cmp(segment.term(b)));
         segment.extension_terms = extension_terms;
         segment.build_prerequisites(&analyzer, &scratch.name_terms);
-        segment.postings.iter_mut().for_each(Vec::shrink_to_fit);
+        segment.postings = Postings::from_lists(&scratch.postings);
         segment.lengths.shrink_to_fit();
         segment
     }
@@ -763,7 +796,7 @@ impl EnhancedSegment {
             let (terms, term_names, postings, lexicon, surfaces) = (
                 &mut self.terms,
                 &mut self.term_names,
-                &mut self.postings,
+                &mut scratch.postings,
                 &mut self.lexicon,
                 &mut scratch.surfaces,
             );
@@ -802,7 +835,7 @@ impl EnhancedSegment {
             }
             if let Some(list) = run
                 .first()
-                .and_then(|&(id, _)| self.postings.get_mut(id as usize))
+                .and_then(|&(id, _)| scratch.postings.get_mut(id as usize))
             {
                 list.push(Posting { doc, tf });
             }
@@ -1274,9 +1307,7 @@ impl EnhancedIndex {
             .iter()
             .map(|&(at, id)| {
                 let segment = self.segments.get(at as usize);
-                df += segment
-                    .and_then(|s| s.postings.get(id as usize))
-                    .map_or(0, Vec::len);
+                df += segment.map_or(0, |s| s.postings.of(id).len());
                 segment
                     .and_then(|s| s.term_max_counts.get(id as usize))
                     .copied()

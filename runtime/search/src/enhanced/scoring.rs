@@ -390,7 +390,7 @@ impl EnhancedIndex {
             else {
                 continue;
             };
-            for posting in segment.postings.get(id as usize).into_iter().flatten() {
+            for posting in segment.postings.of(id) {
                 let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
                     continue;
                 };
@@ -449,7 +449,7 @@ impl EnhancedIndex {
         stamps.clear();
         stamps.resize(segment.docs.len(), 0);
         for &(word, id) in plan.evidence.of(work.at) {
-            for posting in segment.postings.get(id as usize).into_iter().flatten() {
+            for posting in segment.postings.of(id) {
                 if let Some(stamp) = stamps.get_mut(posting.doc as usize)
                     && *stamp != word + 1
                 {
