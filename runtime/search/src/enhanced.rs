@@ -311,37 +311,6 @@ struct Posting {
     tf: [u8; FIELDS],
 }
 
-/// A segment's postings, every term's in one allocation (term `id`'s are
-/// `all[starts[id]..starts[id + 1]]`): a list per term cost a 24-byte
-/// header and an allocation each, for lists of a few postings.
-#[derive(Default)]
-struct Postings {
-    starts: Vec<u32>,
-    all: Vec<Posting>,
-}
-
-impl Postings {
-    fn from_lists(lists: &[Vec<Posting>]) -> Postings {
-        let mut starts = Vec::with_capacity(lists.len() + 1);
-        let mut all = Vec::with_capacity(lists.iter().map(Vec::len).sum());
-        for list in lists {
-            starts.push(all.len() as u32);
-            all.extend_from_slice(list);
-        }
-        starts.push(all.len() as u32);
-        Postings { starts, all }
-    }
-
-    /// Term `id`'s postings, in tool order.
-    fn of(&self, id: u32) -> &[Posting] {
-        let id = id as usize;
-        match (self.starts.get(id), self.starts.get(id + 1)) {
-            (Some(&from), Some(&to)) => self.all.get(from as usize..to as usize).unwrap_or(&[]),
-            _ => &[],
-        }
-    }
-}
-
 /// A query word: as written, as its term, and where that term is indexed.
 struct QueryWord {
     word: String,
@@ -554,7 +523,8 @@ pub struct EnhancedSegment {
     /// Each term id's term: the ids count terms in order of first
     /// appearance, which a catalog-wide id order is derived from.
     term_names: Vec<Arc<str>>,
-    postings: Postings,
+    /// Each term's postings, in tool order.
+    postings: Lists<Posting>,
     /// Per tool, its field lengths in terms.
     lengths: Vec<[u16; FIELDS]>,
     /// Per field, the sum of the tools' lengths.
@@ -640,7 +610,7 @@ impl EnhancedSegment {
             doc_servers: Vec::new(),
             terms: HashMap::default(),
             term_names: Vec::new(),
-            postings: Postings::default(),
+            postings: Lists::default(),
             lengths: Vec::new(),
             length_totals: [0; FIELDS],
             max_lengths: [0; FIELDS],
@@ -729,7 +699,7 @@ impl EnhancedSegment {
         extension_terms.sort_unstable_by(|&a, &b| segment.term(a).cmp(segment.term(b)));
         segment.extension_terms = extension_terms;
         segment.build_prerequisites(&analyzer, &scratch.name_terms);
-        segment.postings = Postings::from_lists(&scratch.postings);
+        segment.postings = Lists::from_lists(&scratch.postings);
         segment.lengths.shrink_to_fit();
         segment
     }
@@ -1360,19 +1330,18 @@ impl EnhancedIndex {
             if let Some(directory) = self.directory.as_deref() {
                 lexicon_candidates(&directory.typo_lexicon, &variants, &mut candidates);
                 for &index in &candidates {
-                    let Some((known, entry)) = directory.typo_lexicon.word(index) else {
-                        continue;
-                    };
-                    let Some(entry) = directory.typo_entries.get(entry as usize) else {
+                    let Some((known, word)) = directory.typo_lexicon.word(index) else {
                         continue;
                     };
                     // Only words some segment of this index still holds.
-                    if directory
-                        .typo_slots(entry)
-                        .iter()
-                        .any(|&slot| self.position_of_slot(slot).is_some())
+                    if let Some(term) = directory.typo_terms.get(word as usize)
+                        && directory
+                            .typo_slots
+                            .of(word)
+                            .iter()
+                            .any(|&slot| self.position_of_slot(slot).is_some())
                     {
-                        consider(known, &entry.term);
+                        consider(known, term);
                     }
                 }
             }
@@ -1928,6 +1897,8 @@ pub fn split_server_filters(query: &str) -> (Vec<String>, String) {
 
 mod directory;
 pub use directory::Directory;
+mod lists;
+use lists::Lists;
 mod scoring;
 use scoring::{Cutoff, Scores};
 

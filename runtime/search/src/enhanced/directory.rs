@@ -20,7 +20,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{EnhancedSegment, HashMap, HashSet, Lexicon, MIN_EXTENSION_PREFIX};
+use super::{EnhancedSegment, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX};
 
 /// A segment's server (segment-local) and how often it says a term.
 type ServerCount = (u32, u16);
@@ -104,29 +104,13 @@ pub struct Directory {
     /// Server-context term → (slot, (segment-local server, count)).
     pub(super) server_terms: Table<Arc<str>, ServerCount>,
     /// Every segment's typo lexicon in one: each distinct (word, term)
-    /// pair once, its payload an index into `typo_entries`.
+    /// pair once, its payload an index into `typo_terms` and `typo_slots`.
     pub(super) typo_lexicon: Lexicon,
-    /// Per lexicon word: its term and the slots whose lexicon holds it (a
-    /// range of `typo_slots`), so a search skips words whose every
-    /// segment has left the index.
-    pub(super) typo_entries: Vec<TypoEntry>,
-    typo_slots: Vec<u32>,
-}
-
-/// One (word, term) pair of [`Directory::typo_lexicon`].
-pub(super) struct TypoEntry {
-    pub(super) term: Arc<str>,
-    slots: (u32, u32),
-}
-
-impl Directory {
-    /// The slots whose lexicon holds `entry`'s word.
-    pub(super) fn typo_slots(&self, entry: &TypoEntry) -> &[u32] {
-        let (start, len) = entry.slots;
-        self.typo_slots
-            .get(start as usize..(start + len) as usize)
-            .unwrap_or(&[])
-    }
+    /// Per lexicon word, its term.
+    pub(super) typo_terms: Vec<Arc<str>>,
+    /// Per lexicon word, the slots whose lexicon holds it, so a search
+    /// skips words whose every segment has left the index.
+    pub(super) typo_slots: Lists<u32>,
 }
 
 impl std::fmt::Debug for Directory {
@@ -176,19 +160,15 @@ impl Directory {
         let mut typo_words: Vec<_> = typo_words.into_iter().collect();
         typo_words.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut typo_lexicon = Lexicon::default();
-        let mut typo_entries = Vec::with_capacity(typo_words.len());
-        let mut typo_slots = Vec::new();
+        let mut typo_terms = Vec::with_capacity(typo_words.len());
+        let mut slot_lists = Vec::with_capacity(typo_words.len());
         for ((word, term), slots) in typo_words {
-            typo_lexicon.push(word, typo_entries.len() as u32);
-            let start = typo_slots.len() as u32;
-            typo_slots.extend_from_slice(&slots);
-            typo_entries.push(TypoEntry {
-                term: term.clone(),
-                slots: (start, slots.len() as u32),
-            });
+            typo_lexicon.push(word, typo_terms.len() as u32);
+            typo_terms.push(term.clone());
+            slot_lists.push(slots);
         }
         typo_lexicon.finish();
-        typo_slots.shrink_to_fit();
+        let typo_slots = Lists::from_lists(&slot_lists);
         let terms = Table::build(terms);
         let mut extension_terms: Vec<Arc<str>> = terms
             .keys()
@@ -204,7 +184,7 @@ impl Directory {
             exact_names: Table::build(exact_names),
             server_terms: Table::build(server_terms),
             typo_lexicon,
-            typo_entries,
+            typo_terms,
             typo_slots,
         }
     }

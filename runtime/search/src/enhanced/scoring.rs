@@ -21,8 +21,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{
-    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, K1, NAME_BIGRAM_BONUS, QueryWord,
-    REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT,
+    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, K1, Lists, NAME_BIGRAM_BONUS,
+    QueryWord, REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT,
 };
 use crate::classic::idf;
 
@@ -44,62 +44,17 @@ struct SegmentWork {
     bound: f64,
 }
 
-/// Pairs grouped by segment (a counting sort: each segment's pairs keep
-/// the order they came in).
-struct BySegment {
-    /// Where each segment's pairs start; one more entry than segments.
-    starts: Vec<u32>,
-    pairs: Vec<(u32, u32)>,
-}
-
-impl BySegment {
-    fn new(segments: usize, entries: &[(u32, u32, u32)]) -> BySegment {
-        let mut starts = vec![0u32; segments + 1];
-        for &(at, _, _) in entries {
-            if let Some(count) = starts.get_mut(at as usize + 1) {
-                *count += 1;
-            }
-        }
-        for at in 1..starts.len() {
-            let previous = starts.get(at - 1).copied().unwrap_or(0);
-            if let Some(start) = starts.get_mut(at) {
-                *start += previous;
-            }
-        }
-        let mut next = starts.clone();
-        let mut pairs = vec![(0, 0); entries.len()];
-        for &(at, a, b) in entries {
-            if let Some(slot) = next.get_mut(at as usize)
-                && let Some(pair) = pairs.get_mut(*slot as usize)
-            {
-                *pair = (a, b);
-                *slot += 1;
-            }
-        }
-        BySegment { starts, pairs }
-    }
-
-    /// Segment `at`'s pairs.
-    fn of(&self, at: u32) -> &[(u32, u32)] {
-        let at = at as usize;
-        match (self.starts.get(at), self.starts.get(at + 1)) {
-            (Some(&from), Some(&to)) => self.pairs.get(from as usize..to as usize).unwrap_or(&[]),
-            _ => &[],
-        }
-    }
-}
-
 /// A query's scoring work, laid out by segment.
 pub(super) struct Plan<'q> {
     passes: Vec<Pass<'q>>,
-    /// (pass, which of its term's hits), each segment's in pass order.
-    terms: BySegment,
-    /// (first, second): the name bigrams of adjacent query words, each
-    /// segment's in query order.
-    bigrams: BySegment,
-    /// (distinct word, term id): the terms each word counts as evidence
-    /// through (boilerplate left out), each segment's in word order.
-    evidence: BySegment,
+    /// Per segment, (pass, which of its term's hits), in pass order.
+    terms: Lists<(u32, u32)>,
+    /// Per segment, (first, second): the name bigrams of adjacent query
+    /// words, in query order.
+    bigrams: Lists<(u32, u32)>,
+    /// Per segment, (distinct word, term id): the terms each word counts
+    /// as evidence through (boilerplate left out), in word order.
+    evidence: Lists<(u32, u32)>,
     /// Each catalog-wide server's context score, when any is above zero.
     context: Option<Vec<f64>>,
     segments: Vec<SegmentWork>,
@@ -178,15 +133,15 @@ impl EnhancedIndex {
             }
         }
 
-        let mut terms: Vec<(u32, u32, u32)> = Vec::new();
+        let mut terms: Vec<(u32, (u32, u32))> = Vec::new();
         for (index, pass) in passes.iter().enumerate() {
             terms.extend(
                 (0u32..)
                     .zip(&pass.found.hits)
-                    .map(|(hit, &(at, _))| (at, index as u32, hit)),
+                    .map(|(hit, &(at, _))| (at, (index as u32, hit))),
             );
         }
-        let mut bigrams: Vec<(u32, u32, u32)> = Vec::new();
+        let mut bigrams: Vec<(u32, (u32, u32))> = Vec::new();
         for pair in words.windows(2) {
             let [
                 QueryWord { found: Some(a), .. },
@@ -197,14 +152,14 @@ impl EnhancedIndex {
             };
             for &(at, first) in &a.hits {
                 if let Some(&(_, second)) = b.hits.iter().find(|&&(other, _)| other == at) {
-                    bigrams.push((at, first, second));
+                    bigrams.push((at, (first, second)));
                 }
             }
         }
         // Boilerplate: a term found in more than half the tools (of three
         // or more), such as the server's name in a one-server catalog.
         let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
-        let mut evidence: Vec<(u32, u32, u32)> = Vec::new();
+        let mut evidence: Vec<(u32, (u32, u32))> = Vec::new();
         for (index, (&(word, _), expansion)) in unique.iter().zip(expansions).enumerate() {
             let mut word_terms: Vec<&Found> = Vec::new();
             match &word.found {
@@ -219,7 +174,7 @@ impl EnhancedIndex {
             word_terms.extend(&expansion.synonyms);
             word_terms.extend(&expansion.extensions);
             for term in word_terms.into_iter().filter(|t| !is_boilerplate(t.df)) {
-                evidence.extend(term.hits.iter().map(|&(at, id)| (at, index as u32, id)));
+                evidence.extend(term.hits.iter().map(|&(at, id)| (at, (index as u32, id))));
             }
         }
         let query_terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
@@ -228,9 +183,9 @@ impl EnhancedIndex {
         let segments = self.segments.len();
         let mut plan = Plan {
             passes,
-            terms: BySegment::new(segments, &terms),
-            bigrams: BySegment::new(segments, &bigrams),
-            evidence: BySegment::new(segments, &evidence),
+            terms: Lists::grouped(segments, &terms),
+            bigrams: Lists::grouped(segments, &bigrams),
+            evidence: Lists::grouped(segments, &evidence),
             context,
             segments: Vec::new(),
         };

@@ -1,0 +1,74 @@
+//! Many short lists held in one allocation, indexed by list number.
+
+/// Lists `0..n` of `T`, back to back: list `i` is
+/// `items[starts[i]..starts[i + 1]]`. A `Vec` per list costs a 24-byte
+/// header and an allocation each, for lists of a few items.
+#[derive(Debug)]
+pub(super) struct Lists<T> {
+    starts: Vec<u32>,
+    items: Vec<T>,
+}
+
+impl<T> Default for Lists<T> {
+    fn default() -> Self {
+        Lists {
+            starts: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Lists<T> {
+    /// The same lists, flattened.
+    pub(super) fn from_lists(lists: &[Vec<T>]) -> Lists<T> {
+        let mut starts = Vec::with_capacity(lists.len() + 1);
+        let mut items = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+        for list in lists {
+            starts.push(items.len() as u32);
+            items.extend_from_slice(list);
+        }
+        starts.push(items.len() as u32);
+        Lists { starts, items }
+    }
+
+    /// `count` lists from (list, item) entries in any order; each list
+    /// keeps its items in the order they came (a counting sort). Entries
+    /// naming a list past `count` are dropped.
+    pub(super) fn grouped(count: usize, entries: &[(u32, T)]) -> Lists<T> {
+        let mut starts = vec![0u32; count + 1];
+        for &(list, _) in entries {
+            if let Some(length) = starts.get_mut(list as usize + 1) {
+                *length += 1;
+            }
+        }
+        for list in 1..starts.len() {
+            let previous = starts.get(list - 1).copied().unwrap_or(0);
+            if let Some(start) = starts.get_mut(list) {
+                *start += previous;
+            }
+        }
+        let mut next = starts.clone();
+        let mut slots: Vec<Option<T>> = vec![None; starts.last().copied().unwrap_or(0) as usize];
+        for &(list, item) in entries {
+            if let Some(at) = next.get_mut(list as usize)
+                && let Some(slot) = slots.get_mut(*at as usize)
+            {
+                *slot = Some(item);
+                *at += 1;
+            }
+        }
+        Lists {
+            starts,
+            items: slots.into_iter().flatten().collect(),
+        }
+    }
+
+    /// List `i` (empty past the last).
+    pub(super) fn of(&self, i: u32) -> &[T] {
+        let i = i as usize;
+        match (self.starts.get(i), self.starts.get(i + 1)) {
+            (Some(&from), Some(&to)) => self.items.get(from as usize..to as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
