@@ -1635,10 +1635,7 @@ impl EnhancedIndex {
                     || match &dense_ok {
                         // Fused: a lexical match or a close dense one.
                         Some(ok) => ok.get(d).copied().unwrap_or(false),
-                        None => {
-                            evidence.get(d).is_some_and(|&words| words >= 1)
-                                && scores.get(d).is_some_and(|&score| score >= floor)
-                        }
+                        None => clears_floor(&scores, &evidence, floor, doc),
                     })
         };
         let mut ranked = top(&scores, touched, limit, clears);
@@ -1707,10 +1704,7 @@ impl EnhancedIndex {
         let mut ok = vec![false; n];
         let mut fused = vec![0.0; n];
         let mut fused_touched = Vec::new();
-        let lexical_ok = |d: u32| {
-            evidence.get(d as usize).is_some_and(|&w| w >= 1)
-                && scores.get(d as usize).is_some_and(|&s| s >= floor)
-        };
+        let lexical_ok = |d: u32| clears_floor(scores, evidence, floor, d);
         // One pass over the lexical matches: the best score, which
         // normalises them, and the most query words one of them holds.
         // The lexical search is trusted as far as it explains the query:
@@ -1862,6 +1856,22 @@ impl EnhancedIndex {
         }
         found
     }
+}
+
+/// Whether tool `doc` is a lexical match: some query word matches it
+/// through a term that is not boilerplate, and its score reaches the
+/// relevance `floor`.
+fn clears_floor(scores: &[f64], evidence: &[u8], floor: f64, doc: u32) -> bool {
+    evidence.get(doc as usize).is_some_and(|&words| words >= 1)
+        && scores
+            .get(doc as usize)
+            .is_some_and(|&score| score >= floor)
+}
+
+/// A term's BM25 contribution: its `weight` (query weight times IDF) with
+/// its field-weighted, length-normalised count `tf` saturated by [`K1`].
+fn saturated(weight: f64, tf: f64) -> f64 {
+    weight * tf * (K1 + 1.0) / (tf + K1)
 }
 
 /// Whether `text` holds a file path: a word of three or more parts split by

@@ -21,14 +21,17 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{
-    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, K1, Lists, NAME_BIGRAM_BONUS,
-    QueryWord, REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT,
+    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, Lists, NAME_BIGRAM_BONUS, QueryWord,
+    REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT, clears_floor, saturated,
 };
 use crate::classic::idf;
 
 /// A bound is raised by this share before it is compared, so rounding in a
 /// sum of many terms can never prune a tool that ties with the results.
 const BOUND_MARGIN: f64 = 1e-9;
+
+/// One kind of term an [`Expansion`] adds (its synonyms, its extensions).
+type ExpansionTerms = fn(&Expansion) -> &[Found];
 
 /// One term scored for a query, with its weight.
 struct Pass<'q> {
@@ -112,23 +115,19 @@ impl EnhancedIndex {
                     .for_each(|near| pass(near, TYPO_DISCOUNT));
             }
         }
-        let mut added: Vec<&str> = Vec::new();
-        for expansion in expansions {
-            for found in &expansion.synonyms {
+        // Then every synonym, then every extension, each term once and
+        // none a word already matched.
+        let kinds: [(ExpansionTerms, f64); 2] = [
+            (|e| &e.synonyms, SYNONYM_WEIGHT),
+            (|e| &e.extensions, EXTENSION_WEIGHT),
+        ];
+        for (of, weight) in kinds {
+            let mut added: Vec<&str> = Vec::new();
+            for found in expansions.iter().flat_map(of) {
                 if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
                 {
                     added.push(&found.term);
-                    pass(found, SYNONYM_WEIGHT);
-                }
-            }
-        }
-        added.clear();
-        for expansion in expansions {
-            for found in &expansion.extensions {
-                if !matched.contains(&found.term.as_str()) && !added.contains(&found.term.as_str())
-                {
-                    added.push(&found.term);
-                    pass(found, EXTENSION_WEIGHT);
+                    pass(found, weight);
                 }
             }
         }
@@ -210,8 +209,7 @@ impl EnhancedIndex {
                     .and_then(|p| Some((p.weight, p.found.most.get(hit as usize)?)))
                 {
                     let (weight, most) = most;
-                    let tf = self.most_tf(most, shortest);
-                    bound += weight * tf * (K1 + 1.0) / (tf + K1);
+                    bound += saturated(weight, self.most_tf(most, shortest));
                 }
             }
             if let Some(context) = &plan.context {
@@ -302,14 +300,12 @@ impl EnhancedIndex {
             let from = out.touched.len();
             self.score_segment(plan, work, &mut out, &mut stamps);
             for &doc in out.touched.get(from..).unwrap_or(&[]) {
-                let d = doc as usize;
-                let score = out.scores.get(d).copied().unwrap_or(0.0);
-                let counts = score >= cutoff.floor
-                    && out.evidence.get(d).is_some_and(|&w| w >= 1)
+                let counts = clears_floor(&out.scores, &out.evidence, cutoff.floor, doc)
                     && self.folds_into(doc).is_none()
                     && !cutoff.exact.contains(&doc)
                     && (cutoff.allowed)(doc);
                 if counts {
+                    let score = out.scores.get(doc as usize).copied().unwrap_or(0.0);
                     // Scores here are positive, whose bits order as they do.
                     best.push(Reverse(score.to_bits()));
                     if best.len() > cutoff.limit {
@@ -371,7 +367,7 @@ impl EnhancedIndex {
                     if *score == 0.0 {
                         out.touched.push(doc);
                     }
-                    *score += pass.weight * tf * (K1 + 1.0) / (tf + K1);
+                    *score += saturated(pass.weight, tf);
                 }
             }
         }
