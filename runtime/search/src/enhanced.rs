@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::classic::{Scored, idf, name_substring_matches, top};
+use crate::classic::{Scored, idf, name_substring_matches};
 use quiver_tool::tool::Tool;
 
 /// Hybrid search: the dense candidates, the tools most similar to the
@@ -474,6 +474,17 @@ impl ServerContext {
     }
 }
 
+/// A term as one segment holds it: what a search needs of it there
+/// before scoring.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TermHit {
+    id: u32,
+    /// The number of the segment's tools it occurs in.
+    df: u32,
+    /// Its largest count in each field.
+    most: [u8; FIELDS],
+}
+
 /// A term found in the index: its id in each segment that holds it, and
 /// the number of tools it occurs in across all of them.
 #[derive(Debug, Clone)]
@@ -519,10 +530,9 @@ pub struct EnhancedSegment {
     docs: Vec<Arc<Tool>>,
     /// Each tool's server, an index into `servers`.
     doc_servers: Vec<u32>,
-    terms: HashMap<Arc<str>, u32>,
-    /// Each term id's term: the ids count terms in order of first
-    /// appearance, which a catalog-wide id order is derived from.
-    term_names: Vec<Arc<str>>,
+    /// The terms, numbered in order of first appearance, which a
+    /// catalog-wide id order is derived from.
+    terms: Dictionary,
     /// Each term's postings, in tool order.
     postings: Lists<Posting>,
     /// Per tool, its field lengths in terms.
@@ -536,9 +546,12 @@ pub struct EnhancedSegment {
     /// Per term, its largest count in each field: with `min_lengths`, what
     /// bounds the score it can give a tool here.
     term_max_counts: Vec<[u8; FIELDS]>,
-    name_bigrams: HashMap<(u32, u32), Vec<u32>>,
+    /// (term, next term) of each tool name's adjacent words → the tools.
+    name_bigrams: KeyedLists<(u32, u32), u32>,
     lexicon: Lexicon,
-    exact_names: HashMap<String, Vec<u32>>,
+    /// [`name_key`] of each lower-cased tool name (own and exposed) → the
+    /// tools; a lookup checks the names, so a hash collision finds nothing.
+    exact_names: KeyedLists<u64, u32>,
     servers: ServerContext,
     /// A tool, to the tools of its server that look up an identifier it
     /// requires.
@@ -548,16 +561,33 @@ pub struct EnhancedSegment {
     same_operation: HashMap<u32, u32>,
     /// The ids of the ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or
     /// more, sorted by term, for the terms a query term begins.
-    extension_terms: Vec<u32>,
+    extension_terms: SortedTerms,
 }
 
 impl std::fmt::Debug for EnhancedSegment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnhancedSegment")
             .field("docs", &self.docs.len())
-            .field("terms", &self.term_names.len())
+            .field("terms", &self.terms.len())
             .finish()
     }
+}
+
+/// The names a tool is found by exactly, lower-cased: its own and its
+/// exposed name (one when they are the same).
+fn exact_names(tool: &Tool) -> Vec<String> {
+    let mut names = vec![tool.original_name().to_lowercase()];
+    let exposed = tool.name().to_lowercase();
+    if !names.contains(&exposed) {
+        names.push(exposed);
+    }
+    names
+}
+
+/// The key of a lower-cased exact name (the same in every segment).
+fn name_key(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(name)
 }
 
 fn parameter_text(tool: &Tool) -> String {
@@ -586,6 +616,8 @@ struct BuildScratch {
     surfaces: HashSet<String>,
     name_terms: Vec<Vec<u32>>,
     doc_terms: Vec<(u32, usize)>,
+    exact_names: Vec<(u64, u32)>,
+    name_bigrams: Vec<((u32, u32), u32)>,
     /// Each term's postings while the segment is built.
     postings: Vec<Vec<Posting>>,
 }
@@ -608,21 +640,20 @@ impl EnhancedSegment {
             key: NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             docs: Vec::new(),
             doc_servers: Vec::new(),
-            terms: HashMap::default(),
-            term_names: Vec::new(),
+            terms: Dictionary::default(),
             postings: Lists::default(),
             lengths: Vec::new(),
             length_totals: [0; FIELDS],
             max_lengths: [0; FIELDS],
             min_lengths: [0; FIELDS],
             term_max_counts: Vec::new(),
-            name_bigrams: HashMap::default(),
+            name_bigrams: KeyedLists::default(),
             lexicon: Lexicon::default(),
-            exact_names: HashMap::default(),
+            exact_names: KeyedLists::default(),
             servers: ServerContext::default(),
             prerequisites: HashMap::default(),
             same_operation: HashMap::default(),
-            extension_terms: Vec::new(),
+            extension_terms: SortedTerms::default(),
         };
         // (server, call) → (position in its server's list, tool).
         let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::default();
@@ -652,9 +683,9 @@ impl EnhancedSegment {
         // Stems that are not words of their own join the lexicon, so a typo
         // of an inflected word (`historical`) still reaches its stem.
         let mut lexicon = std::mem::take(&mut segment.lexicon);
-        for (id, term) in segment.term_names.iter().enumerate() {
-            if !scratch.surfaces.contains(term.as_ref()) {
-                lexicon.push(term, id as u32);
+        for (id, term) in (0u32..).zip(segment.terms.names()) {
+            if !scratch.surfaces.contains(term) {
+                lexicon.push(term, id);
             }
         }
         lexicon.finish();
@@ -689,18 +720,17 @@ impl EnhancedSegment {
                 })
             })
             .collect();
-        let mut extension_terms: Vec<u32> = segment
-            .term_names
-            .iter()
-            .enumerate()
-            .filter(|(_, term)| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
-            .map(|(id, _)| id as u32)
-            .collect();
-        extension_terms.sort_unstable_by(|&a, &b| segment.term(a).cmp(segment.term(b)));
-        segment.extension_terms = extension_terms;
+        segment.extension_terms = SortedTerms::new(&segment.terms, |term| {
+            term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii()
+        });
         segment.build_prerequisites(&analyzer, &scratch.name_terms);
         segment.postings = Lists::from_lists(&scratch.postings);
+        segment.exact_names = KeyedLists::from_pairs(scratch.exact_names);
+        segment.name_bigrams = KeyedLists::from_pairs(scratch.name_bigrams);
         segment.lengths.shrink_to_fit();
+        segment.terms.shrink_to_fit();
+        segment.docs.shrink_to_fit();
+        segment.doc_servers.shrink_to_fit();
         segment
     }
 
@@ -725,7 +755,20 @@ impl EnhancedSegment {
     }
 
     fn term(&self, id: u32) -> &str {
-        self.term_names.get(id as usize).map_or("", |t| t)
+        self.terms.name(id)
+    }
+
+    /// Term `id` as a search sees it here.
+    fn term_hit(&self, id: u32) -> TermHit {
+        TermHit {
+            id,
+            df: self.postings.of(id).len() as u32,
+            most: self
+                .term_max_counts
+                .get(id as usize)
+                .copied()
+                .unwrap_or([u8::MAX; FIELDS]),
+        }
     }
 
     fn add_tool(
@@ -763,25 +806,17 @@ impl EnhancedSegment {
         let fields: [&str; FIELDS] = [tool.original_name(), group, description, &parameters];
         let mut names: Vec<u32> = Vec::new();
         for (field, text) in fields.iter().enumerate() {
-            let (terms, term_names, postings, lexicon, surfaces) = (
+            let (terms, postings, lexicon, surfaces) = (
                 &mut self.terms,
-                &mut self.term_names,
                 &mut scratch.postings,
                 &mut self.lexicon,
                 &mut scratch.surfaces,
             );
             analyzer.words(text, |word, term| {
-                let id = match terms.get(term) {
-                    Some(&id) => id,
-                    None => {
-                        let id = postings.len() as u32;
-                        let name: Arc<str> = Arc::from(term);
-                        terms.insert(name.clone(), id);
-                        term_names.push(name);
-                        postings.push(Vec::new());
-                        id
-                    }
-                };
+                let (id, new) = terms.id_or_add(term);
+                if new {
+                    postings.push(Vec::new());
+                }
                 if !surfaces.contains(word) {
                     surfaces.insert(word.to_owned());
                     lexicon.push(word, id);
@@ -810,18 +845,12 @@ impl EnhancedSegment {
                 list.push(Posting { doc, tf });
             }
         }
-        for name in [tool.original_name(), tool.name()] {
-            let entry = self.exact_names.entry(name.to_lowercase()).or_default();
-            if !entry.contains(&doc) {
-                entry.push(doc);
-            }
+        for name in exact_names(tool) {
+            scratch.exact_names.push((name_key(&name), doc));
         }
         for pair in names.windows(2) {
             if let [a, b] = pair {
-                let docs = self.name_bigrams.entry((*a, *b)).or_default();
-                if docs.last() != Some(&doc) {
-                    docs.push(doc);
-                }
+                scratch.name_bigrams.push(((*a, *b), doc));
             }
         }
         scratch.name_terms.push(names);
@@ -839,7 +868,7 @@ impl EnhancedSegment {
     fn build_prerequisites(&mut self, analyzer: &Analyzer, name_terms: &[Vec<u32>]) {
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
-            .filter_map(|v| self.terms.get(*v).copied())
+            .filter_map(|v| self.terms.get(v))
             .collect();
         // (server, term) → lookup tools with that term in their name.
         let mut lookups: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
@@ -865,12 +894,12 @@ impl EnhancedSegment {
             let mut identifier = false;
             analyzer.terms(parameter, |term| {
                 identifier = IDENTIFIER_WORDS.contains(&term);
-                parts.push(self.terms.get(term).copied().unwrap_or(u32::MAX));
+                parts.push(self.terms.get(term).unwrap_or(u32::MAX));
             });
             (parts, identifier)
         };
         // A bare `id` says nothing about what it identifies.
-        let bare_id = self.terms.get("id").copied();
+        let bare_id = self.terms.get("id");
         let identifier = |parameter: &str| match parse(parameter) {
             (parts, true) if parts.len() > 1 || parts.first().copied() != bare_id => Some(parts),
             _ => None,
@@ -996,9 +1025,10 @@ pub struct EnhancedIndex {
     server_average_length: f64,
     /// Where the dictionaries of most segments are looked up at once.
     directory: Option<Arc<Directory>>,
-    /// Segment key → position, for the hits the directory gives by key
-    /// (keys of segments not in this index are dropped).
-    positions: HashMap<u64, u32>,
+    /// Per directory slot, the position of its segment in this index
+    /// (`u32::MAX` once that segment has left): the directory gives hits
+    /// by slot, and a search maps thousands of them.
+    slot_positions: Vec<u32>,
     /// The positions of the segments the directory does not cover (all of
     /// them without one), looked up one by one.
     overlay: Vec<u32>,
@@ -1133,6 +1163,15 @@ impl EnhancedIndex {
         let server_average_length =
             (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
         same_operations.sort_unstable();
+        let slot_positions = directory
+            .as_ref()
+            .map(|d| {
+                d.keys
+                    .iter()
+                    .map(|key| positions.get(key).copied().unwrap_or(u32::MAX))
+                    .collect()
+            })
+            .unwrap_or_default();
         EnhancedIndex {
             analyzer: Analyzer::default(),
             segments,
@@ -1143,7 +1182,7 @@ impl EnhancedIndex {
             server_lengths,
             server_average_length,
             directory,
-            positions,
+            slot_positions,
             overlay,
             same_operations,
             doc_servers,
@@ -1210,8 +1249,10 @@ impl EnhancedIndex {
     /// The position in this index of the directory's segment `slot`, if
     /// that segment is in it.
     fn position_of_slot(&self, slot: u32) -> Option<u32> {
-        let key = self.directory.as_ref()?.keys.get(slot as usize)?;
-        self.positions.get(key).copied()
+        self.slot_positions
+            .get(slot as usize)
+            .copied()
+            .filter(|&at| at != u32::MAX)
     }
 
     /// The segments the directory does not cover (every one without a
@@ -1245,16 +1286,25 @@ impl EnhancedIndex {
         }
     }
 
-    /// (segment position, the term's id there) of each segment holding
-    /// `term`, in segment order.
-    fn term_hits(&self, term: &str) -> Vec<(u32, u32)> {
+    /// (segment position, the term there) of each segment holding `term`,
+    /// in segment order.
+    fn term_hits(&self, term: &str) -> Vec<(u32, TermHit)> {
         let mut hits = Vec::new();
-        self.gather(
-            self.directory.as_deref().map(|d| d.terms.get(term)),
-            |segment| segment.terms.get(term).map(std::slice::from_ref),
-            &mut hits,
-        );
-        hits.sort_unstable();
+        for &(slot, hit) in self
+            .directory
+            .as_deref()
+            .map_or(&[][..], |d| d.terms.get(term))
+        {
+            if let Some(at) = self.position_of_slot(slot) {
+                hits.push((at, hit));
+            }
+        }
+        for (at, segment) in self.uncovered() {
+            if let Some(id) = segment.terms.get(term) {
+                hits.push((at, segment.term_hit(id)));
+            }
+        }
+        hits.sort_unstable_by_key(|&(at, _)| at);
         hits
     }
 
@@ -1267,28 +1317,16 @@ impl EnhancedIndex {
                 .get(term)
                 .iter()
                 .any(|&(slot, _)| self.position_of_slot(slot).is_some())
-        }) || self.uncovered().any(|(_, s)| s.terms.contains_key(term))
+        }) || self.uncovered().any(|(_, s)| s.terms.contains(term))
     }
 
     fn resolve(&self, term: &str) -> Option<Found> {
-        let hits = self.term_hits(term);
-        let mut df = 0;
-        let most = hits
-            .iter()
-            .map(|&(at, id)| {
-                let segment = self.segments.get(at as usize);
-                df += segment.map_or(0, |s| s.postings.of(id).len());
-                segment
-                    .and_then(|s| s.term_max_counts.get(id as usize))
-                    .copied()
-                    .unwrap_or([u8::MAX; FIELDS])
-            })
-            .collect();
-        (!hits.is_empty()).then(|| Found {
+        let found = self.term_hits(term);
+        (!found.is_empty()).then(|| Found {
             term: term.to_owned(),
-            hits,
-            most,
-            df,
+            hits: found.iter().map(|&(at, hit)| (at, hit.id)).collect(),
+            most: found.iter().map(|(_, hit)| hit.most).collect(),
+            df: found.iter().map(|(_, hit)| hit.df as usize).sum(),
         })
     }
 
@@ -1298,7 +1336,7 @@ impl EnhancedIndex {
     fn term_order(&self, term: &str) -> (usize, u32) {
         self.term_hits(term)
             .first()
-            .map_or((usize::MAX, u32::MAX), |&(at, id)| (at as usize, id))
+            .map_or((usize::MAX, u32::MAX), |&(at, hit)| (at as usize, hit.id))
     }
 
     /// Known terms whose word or stem is within one edit of `word` or of
@@ -1410,17 +1448,12 @@ impl EnhancedIndex {
                 }
             }
             for (_, segment) in self.uncovered() {
-                let sorted = &segment.extension_terms;
-                let from = sorted.partition_point(|&id| segment.term(id) < term);
-                for &id in sorted.get(from..).unwrap_or(&[]) {
-                    let longer = segment.term(id);
-                    if !longer.starts_with(term) {
-                        break;
-                    }
-                    if longer != term {
-                        names.push(longer);
-                    }
-                }
+                names.extend(
+                    segment
+                        .extension_terms
+                        .beginning_with(&segment.terms, term)
+                        .filter(|&longer| longer != term),
+                );
             }
         }
         for end in (MIN_EXTENSION_PREFIX..term.len()).rev() {
@@ -1579,47 +1612,58 @@ impl EnhancedIndex {
             exact: &exact,
             allowed: &allowed,
         });
-        let Scores {
-            mut scores,
-            mut evidence,
-            mut touched,
-        } = self.score_plan(&plan, cutoff.as_ref());
+        let mut out = self.score_plan(&plan, cutoff.as_ref());
         // A folded copy's evidence counts for the tool it folds into.
-        for &(copy, first) in &self.same_operations {
-            let words = evidence.get(copy as usize).copied().unwrap_or(0);
-            if let Some(kept) = evidence.get_mut(first as usize) {
-                *kept = (*kept).max(words);
+        let scored: Vec<(u32, u32, u32)> = out.scored_segments(self).collect();
+        for (start, base, len) in scored {
+            let from = self
+                .same_operations
+                .partition_point(|&(copy, _)| copy < start);
+            for &(copy, first) in self.same_operations.get(from..).unwrap_or(&[]) {
+                if copy >= start + len {
+                    break;
+                }
+                // Both in the segment: a server's copies fold within it.
+                let (copy, first) = (base + copy - start, base + first - start);
+                let words = out.evidence.get(copy as usize).copied().unwrap_or(0);
+                if let Some(kept) = out.evidence.get_mut(first as usize) {
+                    *kept = (*kept).max(words);
+                }
             }
         }
         let lexical = Lexical {
-            scores: &scores,
-            touched: &touched,
-            evidence: &evidence,
+            scores: &out.scores,
+            touched: &out.touched,
+            evidence: &out.evidence,
             floor,
             query_words: unique.len(),
         };
+        // Fusion scores every segment, so its slots are the tools.
         let fused = fusion.and_then(|f| self.fuse(f, &lexical, &allowed));
         let dense_ok = match fused {
             Some((fused_scores, fused_touched, ok)) => {
-                scores = fused_scores;
-                touched = fused_touched;
+                out.scores = fused_scores;
+                out.touched = fused_touched;
                 Some(ok)
             }
             None => None,
         };
-        self.fold_same_operations(&mut scores, &mut touched);
+        self.fold_same_operations(&mut out);
         let best = if exact.is_empty() {
             0.0
         } else {
-            touched
+            out.touched
                 .iter()
-                .filter_map(|&d| scores.get(d as usize).copied())
+                .map(|&slot| out.score(slot))
                 .fold(0.0f64, f64::max)
         };
         for (rank, &doc) in exact.iter().enumerate() {
-            if let Some(score) = scores.get_mut(doc as usize) {
+            let Some(slot) = out.slot(self, doc) else {
+                continue;
+            };
+            if let Some(score) = out.scores.get_mut(slot as usize) {
                 if *score == 0.0 {
-                    touched.push(doc);
+                    out.touched.push(slot);
                 }
                 // Above every BM25 score, in the order the names appear.
                 *score = best + 1.0 + (exact.len() - rank) as f64;
@@ -1628,17 +1672,30 @@ impl EnhancedIndex {
 
         // The relevance floor: weak evidence is no match, so an off-topic
         // query finds nothing rather than whatever shares a word with it.
-        let clears = |doc: u32| {
-            let d = doc as usize;
+        let clears = |slot: u32| {
+            let doc = out.doc(slot);
             allowed(doc)
                 && (exact.contains(&doc)
                     || match &dense_ok {
                         // Fused: a lexical match or a close dense one.
-                        Some(ok) => ok.get(d).copied().unwrap_or(false),
-                        None => clears_floor(&scores, &evidence, floor, doc),
+                        Some(ok) => ok.get(doc as usize).copied().unwrap_or(false),
+                        None => clears_floor(&out.scores, &out.evidence, floor, slot),
                     })
         };
-        let mut ranked = top(&scores, touched, limit, clears);
+        // Ranked by score, ties in catalog order (slots need not be).
+        let mut hits: Vec<(f64, u32)> = out
+            .touched
+            .iter()
+            .filter(|&&slot| out.score(slot) > 0.0 && clears(slot))
+            .map(|&slot| (out.score(slot), out.doc(slot)))
+            .collect();
+        let order = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, order);
+            hits.truncate(limit);
+        }
+        hits.sort_unstable_by(order);
+        let mut ranked: Vec<u32> = hits.into_iter().map(|(_, doc)| doc).collect();
         self.insert_prerequisites(&mut ranked, allowed);
         ranked.truncate(limit);
         if ranked.is_empty() {
@@ -1649,7 +1706,7 @@ impl EnhancedIndex {
             .filter_map(|doc| {
                 self.tool(doc).map(|tool| Scored {
                     tool: tool.clone(),
-                    score: scores.get(doc as usize).copied().unwrap_or(0.0),
+                    score: out.slot(self, doc).map_or(0.0, |slot| out.score(slot)),
                 })
             })
             .collect()
@@ -1774,17 +1831,27 @@ impl EnhancedIndex {
     /// Tools that make the same call as a tool their server lists earlier
     /// give their score to it (the best of them counts) and drop out, so an
     /// operation listed several times is one result, under its first name.
-    fn fold_same_operations(&self, scores: &mut [f64], touched: &mut Vec<u32>) {
+    fn fold_same_operations(&self, out: &mut Scores) {
         if self.same_operations.is_empty() {
             return;
         }
         let mut added = Vec::new();
-        touched.retain(|&doc| {
+        let mut touched = std::mem::take(&mut out.touched);
+        touched.retain(|&slot| {
+            let doc = out.doc(slot);
             let Some(first) = self.folds_into(doc) else {
                 return true;
             };
-            let score = scores.get_mut(doc as usize).map_or(0.0, std::mem::take);
-            if let Some(best) = scores.get_mut(first as usize) {
+            // The first is in the copy's segment: its slot is as far
+            // from the copy's as its tool is.
+            let Some(first) = (slot + first).checked_sub(doc) else {
+                return true;
+            };
+            let score = out
+                .scores
+                .get_mut(slot as usize)
+                .map_or(0.0, std::mem::take);
+            if let Some(best) = out.scores.get_mut(first as usize) {
                 if *best == 0.0 && score > 0.0 {
                     added.push(first);
                 }
@@ -1793,6 +1860,7 @@ impl EnhancedIndex {
             false
         });
         touched.extend(added);
+        out.touched = touched;
     }
 
     /// The tools that catalog-wide tool `doc` needs first (see
@@ -1840,16 +1908,20 @@ impl EnhancedIndex {
         let mut hits: Vec<(u32, u32)> = Vec::new();
         for word in words {
             hits.clear();
+            let key = name_key(word);
             self.gather(
                 self.directory.as_deref().map(|d| d.exact_names.get(word)),
-                |segment| segment.exact_names.get(word).map(Vec::as_slice),
+                |segment| Some(segment.exact_names.get(&key)),
                 &mut hits,
             );
             // Segment order, each segment's tools in its own order.
             hits.sort_by_key(|&(at, _)| at);
             for &(at, local) in &hits {
                 let doc = self.start(at as usize) + local;
-                if !found.contains(&doc) {
+                let named = self
+                    .tool(doc)
+                    .is_some_and(|tool| exact_names(tool).iter().any(|name| name == word));
+                if named && !found.contains(&doc) {
                     found.push(doc);
                 }
             }
@@ -1907,8 +1979,10 @@ pub fn split_server_filters(query: &str) -> (Vec<String>, String) {
 
 mod directory;
 pub use directory::Directory;
+mod dictionary;
 mod lists;
-use lists::Lists;
+use dictionary::{Dictionary, SortedTerms};
+use lists::{KeyedLists, Lists};
 mod scoring;
 use scoring::{Cutoff, Scores};
 

@@ -20,7 +20,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{EnhancedSegment, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX};
+use super::{EnhancedSegment, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX, TermHit};
 
 /// A segment's server (segment-local) and how often it says a term.
 type ServerCount = (u32, u16);
@@ -93,8 +93,10 @@ pub struct Directory {
     /// The keys of the segments it was built over, by slot.
     pub(super) keys: Vec<u64>,
     covered: HashSet<u64>,
-    /// Term → (slot, the term's id there), in slot order.
-    pub(super) terms: Table<Arc<str>, u32>,
+    /// Term → (slot, the term there), in slot order: a search reads a
+    /// common term's statistics in 500 segments from one run here
+    /// instead of visiting each segment.
+    pub(super) terms: Table<Arc<str>, TermHit>,
     /// The ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or more, sorted,
     /// for the terms a query term begins.
     pub(super) extension_terms: Vec<Arc<str>>,
@@ -130,19 +132,28 @@ impl Directory {
         let mut terms = Vec::new();
         let mut exact_names = Vec::new();
         let mut server_terms = Vec::new();
-        let mut typo_words: HashMap<(&'a str, &'a Arc<str>), Vec<u32>> = HashMap::default();
+        let mut typo_words: HashMap<(&'a str, &'a str), Vec<u32>> = HashMap::default();
+        // One shared text per distinct term, however many segments hold it.
+        let mut shared: HashMap<&'a str, Arc<str>> = HashMap::default();
+        let mut share = |term: &'a str| -> Arc<str> {
+            shared
+                .entry(term)
+                .or_insert_with(|| Arc::from(term))
+                .clone()
+        };
         for segment in segments {
             if !covered.insert(segment.key) {
                 continue;
             }
             let slot = keys.len() as u32;
             keys.push(segment.key);
-            for (id, term) in segment.term_names.iter().enumerate() {
-                terms.push((term.clone(), slot, id as u32));
+            for (id, term) in (0u32..).zip(segment.terms.names()) {
+                terms.push((share(term), slot, segment.term_hit(id)));
             }
-            for (name, tools) in &segment.exact_names {
-                let name: Arc<str> = name.as_str().into();
-                exact_names.extend(tools.iter().map(|&tool| (name.clone(), slot, tool)));
+            for (local, tool) in (0u32..).zip(&segment.docs) {
+                for name in super::exact_names(tool) {
+                    exact_names.push((Arc::<str>::from(name), slot, local));
+                }
             }
             for (term, servers) in &segment.servers.terms {
                 let term: Arc<str> = term.as_ref().into();
@@ -150,8 +161,9 @@ impl Directory {
             }
             for index in 0..segment.lexicon.words.len() as u32 {
                 if let Some((word, id)) = segment.lexicon.word(index)
-                    && let Some(term) = segment.term_names.get(id as usize)
+                    && id < segment.terms.len() as u32
                 {
+                    let term = segment.terms.name(id);
                     typo_words.entry((word, term)).or_default().push(slot);
                 }
             }
@@ -164,7 +176,7 @@ impl Directory {
         let mut slot_lists = Vec::with_capacity(typo_words.len());
         for ((word, term), slots) in typo_words {
             typo_lexicon.push(word, typo_terms.len() as u32);
-            typo_terms.push(term.clone());
+            typo_terms.push(share(term));
             slot_lists.push(slots);
         }
         typo_lexicon.finish();

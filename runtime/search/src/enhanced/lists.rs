@@ -72,3 +72,44 @@ impl<T: Copy> Lists<T> {
         }
     }
 }
+
+/// Values under sorted keys, in two flat arrays: a key's values are one
+/// run, found by binary search. For maps from small keys to short lists,
+/// where a hash map of `Vec`s costs a header, an allocation and a slot per
+/// key.
+#[derive(Debug)]
+pub(super) struct KeyedLists<K, V> {
+    keys: Vec<K>,
+    values: Vec<V>,
+}
+
+impl<K, V> Default for KeyedLists<K, V> {
+    fn default() -> Self {
+        KeyedLists {
+            keys: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<K: Ord + Copy, V: Ord + Copy> KeyedLists<K, V> {
+    /// From (key, value) pairs in any order; each key's values sorted,
+    /// repeats dropped.
+    pub(super) fn from_pairs(mut pairs: Vec<(K, V)>) -> KeyedLists<K, V> {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let (keys, values) = pairs.into_iter().unzip();
+        KeyedLists { keys, values }
+    }
+
+    /// The values under `key`, in order.
+    pub(super) fn get(&self, key: &K) -> &[V] {
+        let from = self.keys.partition_point(|k| k < key);
+        let to = from
+            + self
+                .keys
+                .get(from..)
+                .map_or(0, |rest| rest.partition_point(|k| k == key));
+        self.values.get(from..to).unwrap_or(&[])
+    }
+}

@@ -74,12 +74,104 @@ pub(super) struct Cutoff<'c> {
     pub(super) allowed: &'c dyn Fn(u32) -> bool,
 }
 
-/// A query's scores: per tool its score and evidence, and the tools with a
-/// score.
+/// A query's scores and evidence, per slot. A search over every segment
+/// numbers slots as the catalog numbers tools; one that stops early lays
+/// only the segments it scores out, one after another, so its arrays
+/// (cleared and walked on every search) grow with its work, not with the
+/// catalog.
 pub(super) struct Scores {
     pub(super) scores: Vec<f64>,
     pub(super) evidence: Vec<u8>,
+    /// The slots with a score.
     pub(super) touched: Vec<u32>,
+    /// Per segment, its first tool's slot (`u32::MAX`: not scored).
+    bases: Vec<u32>,
+    /// Per slot, its catalog-wide tool; empty when slots are tools.
+    docs: Vec<u32>,
+    every_segment: bool,
+}
+
+impl Scores {
+    /// Arrays for every tool of `index`, slot = tool.
+    fn every_segment(index: &EnhancedIndex) -> Scores {
+        let n = index.len();
+        Scores {
+            scores: vec![0.0; n],
+            evidence: vec![0u8; n],
+            touched: Vec::new(),
+            bases: index.offsets.clone(),
+            docs: Vec::new(),
+            every_segment: true,
+        }
+    }
+
+    /// Empty arrays that segments are added to as they are scored, with
+    /// room (reserved, never written) for `most` tools, so adding one
+    /// never moves them.
+    fn segment_by_segment(index: &EnhancedIndex, most: usize) -> Scores {
+        Scores {
+            scores: Vec::with_capacity(most),
+            evidence: Vec::with_capacity(most),
+            touched: Vec::new(),
+            bases: vec![u32::MAX; index.segments.len()],
+            docs: Vec::with_capacity(most),
+            every_segment: false,
+        }
+    }
+
+    /// The first slot of segment `at`, given slots first if it has none.
+    fn make_room(&mut self, index: &EnhancedIndex, at: u32) -> Option<u32> {
+        let base = *self.bases.get(at as usize)?;
+        if base != u32::MAX {
+            return Some(base);
+        }
+        let start = index.start(at as usize);
+        let len = index.segments.get(at as usize)?.docs.len() as u32;
+        let base = self.scores.len() as u32;
+        self.scores.resize(self.scores.len() + len as usize, 0.0);
+        self.evidence.resize(self.evidence.len() + len as usize, 0);
+        self.docs.extend(start..start + len);
+        if let Some(slot) = self.bases.get_mut(at as usize) {
+            *slot = base;
+        }
+        Some(base)
+    }
+
+    /// The catalog-wide tool of `slot`.
+    pub(super) fn doc(&self, slot: u32) -> u32 {
+        if self.every_segment {
+            slot
+        } else {
+            self.docs.get(slot as usize).copied().unwrap_or(u32::MAX)
+        }
+    }
+
+    /// The slot of catalog-wide tool `doc`, if its segment was scored.
+    pub(super) fn slot(&self, index: &EnhancedIndex, doc: u32) -> Option<u32> {
+        if self.every_segment {
+            return ((doc as usize) < self.scores.len()).then_some(doc);
+        }
+        let (at, local) = index.locate(doc)?;
+        let base = *self.bases.get(at)?;
+        (base != u32::MAX).then_some(base + local)
+    }
+
+    /// The score of `slot` (0 for none).
+    pub(super) fn score(&self, slot: u32) -> f64 {
+        self.scores.get(slot as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Each scored segment's (first tool, first slot, number of tools).
+    pub(super) fn scored_segments<'i>(
+        &'i self,
+        index: &'i EnhancedIndex,
+    ) -> impl Iterator<Item = (u32, u32, u32)> + 'i {
+        (0..index.segments.len()).filter_map(move |at| {
+            let base = *self.bases.get(at)?;
+            let len = index.segments.get(at)?.docs.len() as u32;
+            (base != u32::MAX).then(|| (index.start(at), base, len))
+        })
+    }
 }
 
 impl EnhancedIndex {
@@ -259,19 +351,28 @@ impl EnhancedIndex {
     /// `cutoff` (fusion needs every score), otherwise best bound first
     /// until no segment left can reach the results.
     pub(super) fn score_plan(&self, plan: &Plan<'_>, cutoff: Option<&Cutoff<'_>>) -> Scores {
-        let n = self.len();
-        let mut out = Scores {
-            scores: vec![0.0; n],
-            evidence: vec![0u8; n],
-            touched: Vec::new(),
-        };
         let mut stamps: Vec<u32> = Vec::new();
         let Some(cutoff) = cutoff.filter(|c| c.limit > 0) else {
+            let mut out = Scores::every_segment(self);
             for work in &plan.segments {
                 self.score_segment(plan, work, &mut out, &mut stamps);
             }
             return out;
         };
+        // Room for every segment with a term, and the exact matches'.
+        let most = plan
+            .segments
+            .iter()
+            .map(|work| work.at)
+            .chain(
+                cutoff
+                    .exact
+                    .iter()
+                    .filter_map(|&doc| Some(self.locate(doc)?.0 as u32)),
+            )
+            .filter_map(|at| Some(self.segments.get(at as usize)?.docs.len()))
+            .sum();
+        let mut out = Scores::segment_by_segment(self, most);
 
         let mut order: Vec<&SegmentWork> = plan.segments.iter().collect();
         order.sort_by(|a, b| b.bound.total_cmp(&a.bound).then(a.at.cmp(&b.at)));
@@ -285,7 +386,13 @@ impl EnhancedIndex {
         exact_segments.sort_unstable();
         exact_segments.dedup();
         order.sort_by_key(|work| exact_segments.binary_search(&work.at).is_err());
+        // An exact match's segment is scored even when no query term
+        // occurs in it: its tools take slots all the same.
+        for &at in &exact_segments {
+            out.make_room(self, at);
+        }
         // The `limit` best scores so far of tools that may be results.
+        let n = self.len();
         let mut best: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cutoff.limit.min(n) + 1);
         for work in order {
             let forced = exact_segments.binary_search(&work.at).is_ok();
@@ -299,15 +406,15 @@ impl EnhancedIndex {
             }
             let from = out.touched.len();
             self.score_segment(plan, work, &mut out, &mut stamps);
-            for &doc in out.touched.get(from..).unwrap_or(&[]) {
-                let counts = clears_floor(&out.scores, &out.evidence, cutoff.floor, doc)
+            for &slot in out.touched.get(from..).unwrap_or(&[]) {
+                let doc = out.doc(slot);
+                let counts = clears_floor(&out.scores, &out.evidence, cutoff.floor, slot)
                     && self.folds_into(doc).is_none()
                     && !cutoff.exact.contains(&doc)
                     && (cutoff.allowed)(doc);
                 if counts {
-                    let score = out.scores.get(doc as usize).copied().unwrap_or(0.0);
                     // Scores here are positive, whose bits order as they do.
-                    best.push(Reverse(score.to_bits()));
+                    best.push(Reverse(out.score(slot).to_bits()));
                     if best.len() > cutoff.limit {
                         best.pop();
                     }
@@ -328,6 +435,9 @@ impl EnhancedIndex {
         stamps: &mut Vec<u32>,
     ) {
         let Some(segment) = self.segments.get(work.at as usize) else {
+            return;
+        };
+        let Some(base) = out.make_room(self, work.at) else {
             return;
         };
         let start = self.start(work.at as usize);
@@ -362,36 +472,31 @@ impl EnhancedIndex {
                 for (&count, factor) in posting.tf.iter().zip(&factors) {
                     tf += f64::from(count) * factor;
                 }
-                let doc = start + posting.doc;
-                if let Some(score) = out.scores.get_mut(doc as usize) {
+                let slot = base + posting.doc;
+                if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
-                        out.touched.push(doc);
+                        out.touched.push(slot);
                     }
                     *score += saturated(pass.weight, tf);
                 }
             }
         }
         for &(first, second) in plan.bigrams.of(work.at) {
-            for &local in segment
-                .name_bigrams
-                .get(&(first, second))
-                .into_iter()
-                .flatten()
-            {
-                let doc = start + local;
-                if let Some(score) = out.scores.get_mut(doc as usize) {
+            for &local in segment.name_bigrams.get(&(first, second)) {
+                let slot = base + local;
+                if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
-                        out.touched.push(doc);
+                        out.touched.push(slot);
                     }
                     *score += NAME_BIGRAM_BONUS;
                 }
             }
         }
         if let Some(context) = &plan.context {
-            for &doc in out.touched.get(from..).unwrap_or(&[]) {
-                let server = self.server_of(doc).unwrap_or(0);
+            for &slot in out.touched.get(from..).unwrap_or(&[]) {
+                let server = self.server_of(start + slot - base).unwrap_or(0);
                 let bonus = context.get(server as usize).copied().unwrap_or(0.0);
-                if let Some(score) = out.scores.get_mut(doc as usize) {
+                if let Some(score) = out.scores.get_mut(slot as usize) {
                     *score += SERVER_CONTEXT_WEIGHT * bonus;
                 }
             }
@@ -405,7 +510,7 @@ impl EnhancedIndex {
                     && *stamp != word + 1
                 {
                     *stamp = word + 1;
-                    if let Some(words) = out.evidence.get_mut((start + posting.doc) as usize) {
+                    if let Some(words) = out.evidence.get_mut((base + posting.doc) as usize) {
                         *words = words.saturating_add(1);
                     }
                 }
