@@ -196,12 +196,61 @@ struct RegistryState {
     registry_id: u64,
     /// Each source's specs, shared with the tools built from them.
     sources: BTreeMap<ToolSource, Vec<Arc<ToolSpec>>>,
-    /// Tools built at the last publish, per source by their own name,
-    /// with their exposed names.
-    built: HashMap<ToolSource, HashMap<String, (String, Arc<Tool>)>>,
+    /// Tools built at the last publish, per source.
+    built: HashMap<ToolSource, BuiltTools>,
     /// What each source says it is for.
     descriptions: BTreeMap<ToolSource, Arc<str>>,
     generation: u64,
+}
+
+/// The tools one source's last publish built, found by their own name.
+/// A tool holds its own and its exposed name, so the table keeps only the
+/// tool: a map from a copy of one name to a copy of the other cost about
+/// 100 bytes per tool.
+#[derive(Default)]
+struct BuiltTools {
+    tools: hashbrown::HashTable<Arc<Tool>>,
+}
+
+/// The hash a tool is filed under in [`BuiltTools`]: of its own name.
+fn own_name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(name)
+}
+
+impl BuiltTools {
+    fn with_capacity(capacity: usize) -> BuiltTools {
+        BuiltTools {
+            tools: hashbrown::HashTable::with_capacity(capacity),
+        }
+    }
+
+    /// The tool whose own name is `name`.
+    fn get(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.tools
+            .find(own_name_hash(name), |tool| tool.original_name() == name)
+    }
+
+    /// Takes out the tool whose own name is `name`.
+    fn remove(&mut self, name: &str) -> Option<Arc<Tool>> {
+        self.tools
+            .find_entry(own_name_hash(name), |tool| tool.original_name() == name)
+            .ok()
+            .map(|entry| entry.remove().0)
+    }
+
+    /// Files `tool`, replacing one of the same own name.
+    fn insert(&mut self, tool: Arc<Tool>) {
+        self.remove(tool.original_name());
+        self.tools
+            .insert_unique(own_name_hash(tool.original_name()), tool, |tool| {
+                own_name_hash(tool.original_name())
+            });
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
 }
 
 /// The registry every tool source writes to and every assembly reads from.
@@ -286,7 +335,7 @@ impl ToolRegistry {
                         .get(&source)
                         .and_then(|built| built.get(&spec.name))
                     {
-                        Some((_, tool)) if **tool.spec() == spec => tool.spec().clone(),
+                        Some(tool) if **tool.spec() == spec => tool.spec().clone(),
                         _ => Arc::new(spec),
                     }
                 })
@@ -491,7 +540,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
     // that did not change share the tool's `Arc` (see `set_many`), so
     // pointer equality is enough.
     let mut previous = std::mem::take(&mut state.built);
-    let mut built: HashMap<ToolSource, HashMap<String, (String, Arc<Tool>)>> = HashMap::new();
+    let mut built: HashMap<ToolSource, BuiltTools> = HashMap::new();
     let mut grouped: BTreeMap<&ToolSource, Vec<Arc<Tool>>> = BTreeMap::new();
     for (source, spec, position, exposed) in assigned {
         let earlier = previous
@@ -499,10 +548,7 @@ fn build_snapshot(state: &mut RegistryState) -> RegistrySnapshot {
             .and_then(|built| built.remove(&spec.name));
         let tool = reuse_or_build(earlier, source, spec, position, &exposed);
         grouped.entry(source).or_default().push(tool.clone());
-        built
-            .entry(source.clone())
-            .or_default()
-            .insert(spec.name.clone(), (exposed, tool));
+        built.entry(source.clone()).or_default().insert(tool);
     }
     state.built = built;
 
@@ -554,15 +600,17 @@ fn wanted_name<'a>(
 /// the cost of a reload. Specs that did not change share the tool's `Arc`
 /// (see [`ToolRegistry::set_many`]), so pointer equality is enough.
 fn reuse_or_build(
-    earlier: Option<(String, Arc<Tool>)>,
+    earlier: Option<Arc<Tool>>,
     source: &ToolSource,
     spec: &Arc<ToolSpec>,
     position: u32,
     exposed: &str,
 ) -> Arc<Tool> {
     match earlier {
-        Some((name, tool))
-            if name == exposed && Arc::ptr_eq(tool.spec(), spec) && tool.position() == position =>
+        Some(tool)
+            if tool.name() == exposed
+                && Arc::ptr_eq(tool.spec(), spec)
+                && tool.position() == position =>
         {
             tool
         }
@@ -634,7 +682,7 @@ fn republish(
         let mut seen = std::collections::HashSet::new();
         let mut own_refused = Vec::new();
         let mut tools = Vec::with_capacity(specs.len());
-        let mut built = HashMap::with_capacity(specs.len());
+        let mut built = BuiltTools::with_capacity(specs.len());
         let mut exposed_now = std::collections::HashSet::with_capacity(specs.len());
         for (position, spec) in specs.iter().enumerate() {
             let exposed = match wanted_name(source, spec, &mut seen) {
@@ -658,7 +706,7 @@ fn republish(
             }
             let again = earlier.and_then(|built| built.get(&spec.name)).cloned();
             let tool = reuse_or_build(again, source, spec, position as u32, &exposed);
-            built.insert(spec.name.clone(), (exposed, tool.clone()));
+            built.insert(tool.clone());
             tools.push(tool);
         }
         // The name map changes only when the names do (a server that
