@@ -613,7 +613,9 @@ fn parameter_text(tool: &Tool) -> String {
 #[derive(Default)]
 struct BuildScratch {
     server_ids: HashMap<String, u32>,
-    surfaces: HashSet<String>,
+    /// Each word written in the segment's tools, to its term (`None` for
+    /// a stop word).
+    words: HashMap<String, Option<u32>>,
     name_terms: Vec<Vec<u32>>,
     doc_terms: Vec<(u32, usize)>,
     exact_names: Vec<(u64, u32)>,
@@ -684,7 +686,7 @@ impl EnhancedSegment {
         // of an inflected word (`historical`) still reaches its stem.
         let mut lexicon = std::mem::take(&mut segment.lexicon);
         for (id, term) in (0u32..).zip(segment.terms.names()) {
-            if !scratch.surfaces.contains(term) {
+            if !matches!(scratch.words.get(term), Some(Some(_))) {
                 lexicon.push(term, id);
             }
         }
@@ -806,21 +808,33 @@ impl EnhancedSegment {
         let fields: [&str; FIELDS] = [tool.original_name(), group, description, &parameters];
         let mut names: Vec<u32> = Vec::new();
         for (field, text) in fields.iter().enumerate() {
-            let (terms, postings, lexicon, surfaces) = (
+            let (terms, postings, lexicon, words) = (
                 &mut self.terms,
                 &mut scratch.postings,
                 &mut self.lexicon,
-                &mut scratch.surfaces,
+                &mut scratch.words,
             );
-            analyzer.words(text, |word, term| {
-                let (id, new) = terms.id_or_add(term);
-                if new {
-                    postings.push(Vec::new());
-                }
-                if !surfaces.contains(word) {
-                    surfaces.insert(word.to_owned());
-                    lexicon.push(word, id);
-                }
+            identifier_parts(text, |word| {
+                // A segment's tools repeat their words: each is analysed
+                // and looked up once per segment.
+                let id = match words.get(word) {
+                    Some(&known) => known,
+                    None => {
+                        let id = analyzer.analyse(word).map(|term| {
+                            let (id, new) = terms.id_or_add(&term);
+                            if new {
+                                postings.push(Vec::new());
+                            }
+                            lexicon.push(word, id);
+                            id
+                        });
+                        words.insert(word.to_owned(), id);
+                        id
+                    }
+                };
+                let Some(id) = id else {
+                    return;
+                };
                 doc_terms.push((id, field));
                 if field == NAME {
                     names.push(id);
