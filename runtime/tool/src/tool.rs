@@ -249,10 +249,7 @@ impl Tool {
             Some(title) if spec.description.trim().is_empty() => short_description(title),
             _ => short_description(&spec.description),
         };
-        let definition_chars = function_definition(&name, &spec.description, &spec.input_schema)
-            .to_string()
-            .chars()
-            .count();
+        let definition_chars = definition_chars(&name, &spec.description, &spec.input_schema);
         Tool {
             name_chars: name.chars().count(),
             short_description_chars: short_description.chars().count(),
@@ -401,6 +398,53 @@ pub fn function_definition(name: &str, description: &str, parameters: &Value) ->
     Value::Object(definition)
 }
 
+/// The characters of [`function_definition`]'s JSON text, counted as it
+/// is written: building that value copied the whole schema, and a
+/// reload builds a tool for every changed spec.
+fn definition_chars(name: &str, description: &str, parameters: &Value) -> usize {
+    #[derive(serde::Serialize)]
+    struct Definition<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: Function<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Function<'a> {
+        name: &'a str,
+        description: &'a str,
+        parameters: &'a Value,
+    }
+    /// Counts the characters of the UTF-8 text written to it: every byte
+    /// but a continuation byte starts one.
+    struct CharCount(usize);
+    impl std::io::Write for CharCount {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let definition = Definition {
+        kind: "function",
+        function: Function {
+            name,
+            description,
+            parameters,
+        },
+    };
+    let mut count = CharCount(0);
+    // Writing to a counter cannot fail, nor can serialising a `Value`.
+    match serde_json::to_writer(&mut count, &definition) {
+        Ok(()) => count.0,
+        Err(_) => function_definition(name, description, parameters)
+            .to_string()
+            .chars()
+            .count(),
+    }
+}
+
 /// Words that end with a period without ending a sentence (compared
 /// lowercased, without their last period and any opening bracket or quote).
 pub const ABBREVIATIONS: &[&str] = &[
@@ -481,6 +525,30 @@ pub fn short_description(description: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_counts_the_characters_of_its_definition_as_sent() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "städte": {"type": "array", "items": {"type": "string"}, "description": "Orte \"wie\" 東京\n"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1.5e3}
+            },
+            "required": ["städte"]
+        });
+        let spec = ToolSpec::new(
+            "wetter_abrufen",
+            "Holt das Wetter für Städte — schnell.",
+            schema,
+        );
+        let tool = Tool::new(
+            "mcp_wetter_abrufen".into(),
+            ToolSource::Mcp("wetter".into()),
+            &spec,
+        );
+        let sent = function_definition(tool.name(), tool.description(), tool.input_schema());
+        assert_eq!(tool.definition_chars, sent.to_string().chars().count());
+    }
 
     #[test]
     fn short_description_takes_first_sentence_of_first_line() {
