@@ -298,11 +298,18 @@ pub fn top(
     allowed: impl Fn(u32) -> bool,
 ) -> Vec<u32> {
     let score_of = |doc: u32| scores.get(doc as usize).copied().unwrap_or(0.0);
-    let mut hits: Vec<u32> = touched
+    let hits = touched
         .into_iter()
         .filter(|&d| score_of(d) > 0.0 && allowed(d))
+        .map(|d| (score_of(d), d))
         .collect();
-    let order = |a: &u32, b: &u32| score_of(*b).total_cmp(&score_of(*a)).then(a.cmp(b));
+    best_first(hits, limit)
+}
+
+/// The ids of the `limit` best (score, id) pairs: highest score first,
+/// ties by id.
+pub fn best_first(mut hits: Vec<(f64, u32)>, limit: usize) -> Vec<u32> {
+    let order = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
     if limit == 0 {
         return Vec::new();
     }
@@ -311,7 +318,7 @@ pub fn top(
         hits.truncate(limit);
     }
     hits.sort_unstable_by(order);
-    hits
+    hits.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Document `doc` as a hit with its score from `scores`.

@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::classic::{Scored, idf, name_substring_matches};
+use crate::classic::{Scored, best_first, idf, name_substring_matches};
 use quiver_tool::tool::Tool;
 
 /// Hybrid search: the dense candidates, the tools most similar to the
@@ -549,7 +549,7 @@ pub struct EnhancedSegment {
     /// (term, next term) of each tool name's adjacent words → the tools.
     name_bigrams: KeyedLists<(u32, u32), u32>,
     lexicon: Lexicon,
-    /// [`name_key`] of each lower-cased tool name (own and exposed) → the
+    /// [`text_hash`] of each lower-cased tool name (own and exposed) → the
     /// tools; a lookup checks the names, so a hash collision finds nothing.
     exact_names: KeyedLists<u64, u32>,
     servers: ServerContext,
@@ -582,12 +582,6 @@ fn exact_names(tool: &Tool) -> Vec<String> {
         names.push(exposed);
     }
     names
-}
-
-/// The key of a lower-cased exact name (the same in every segment).
-fn name_key(name: &str) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::default().hash_one(name)
 }
 
 fn parameter_text(tool: &Tool) -> String {
@@ -860,7 +854,7 @@ impl EnhancedSegment {
             }
         }
         for name in exact_names(tool) {
-            scratch.exact_names.push((name_key(&name), doc));
+            scratch.exact_names.push((text_hash(&name), doc));
         }
         for pair in names.windows(2) {
             if let [a, b] = pair {
@@ -1627,24 +1621,7 @@ impl EnhancedIndex {
             allowed: &allowed,
         });
         let mut out = self.score_plan(&plan, cutoff.as_ref());
-        // A folded copy's evidence counts for the tool it folds into.
-        let scored: Vec<(u32, u32, u32)> = out.scored_segments(self).collect();
-        for (start, base, len) in scored {
-            let from = self
-                .same_operations
-                .partition_point(|&(copy, _)| copy < start);
-            for &(copy, first) in self.same_operations.get(from..).unwrap_or(&[]) {
-                if copy >= start + len {
-                    break;
-                }
-                // Both in the segment: a server's copies fold within it.
-                let (copy, first) = (base + copy - start, base + first - start);
-                let words = out.evidence.get(copy as usize).copied().unwrap_or(0);
-                if let Some(kept) = out.evidence.get_mut(first as usize) {
-                    *kept = (*kept).max(words);
-                }
-            }
-        }
+        self.fold_same_operation_evidence(&mut out);
         let lexical = Lexical {
             scores: &out.scores,
             touched: &out.touched,
@@ -1697,19 +1674,13 @@ impl EnhancedIndex {
                     })
         };
         // Ranked by score, ties in catalog order (slots need not be).
-        let mut hits: Vec<(f64, u32)> = out
+        let hits = out
             .touched
             .iter()
             .filter(|&&slot| out.score(slot) > 0.0 && clears(slot))
             .map(|&slot| (out.score(slot), out.doc(slot)))
             .collect();
-        let order = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, order);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(order);
-        let mut ranked: Vec<u32> = hits.into_iter().map(|(_, doc)| doc).collect();
+        let mut ranked = best_first(hits, limit);
         self.insert_prerequisites(&mut ranked, allowed);
         ranked.truncate(limit);
         if ranked.is_empty() {
@@ -1842,6 +1813,27 @@ impl EnhancedIndex {
         self.same_operations.get(at).map(|&(_, first)| first)
     }
 
+    /// A folded copy's evidence counts for the tool it folds into (in the
+    /// scored segments: a server's copies fold within its segment).
+    fn fold_same_operation_evidence(&self, out: &mut Scores) {
+        let scored: Vec<(u32, u32, u32)> = out.scored_segments(self).collect();
+        for (start, base, len) in scored {
+            let from = self
+                .same_operations
+                .partition_point(|&(copy, _)| copy < start);
+            for &(copy, first) in self.same_operations.get(from..).unwrap_or(&[]) {
+                if copy >= start + len {
+                    break;
+                }
+                let (copy, first) = (base + copy - start, base + first - start);
+                let words = out.evidence.get(copy as usize).copied().unwrap_or(0);
+                if let Some(kept) = out.evidence.get_mut(first as usize) {
+                    *kept = (*kept).max(words);
+                }
+            }
+        }
+    }
+
     /// Tools that make the same call as a tool their server lists earlier
     /// give their score to it (the best of them counts) and drop out, so an
     /// operation listed several times is one result, under its first name.
@@ -1922,7 +1914,7 @@ impl EnhancedIndex {
         let mut hits: Vec<(u32, u32)> = Vec::new();
         for word in words {
             hits.clear();
-            let key = name_key(word);
+            let key = text_hash(word);
             self.gather(
                 self.directory.as_deref().map(|d| d.exact_names.get(word)),
                 |segment| Some(segment.exact_names.get(&key)),
@@ -1995,7 +1987,7 @@ mod directory;
 pub use directory::Directory;
 mod dictionary;
 mod lists;
-use dictionary::{Dictionary, SortedTerms};
+use dictionary::{Dictionary, SortedTerms, text_hash};
 use lists::{KeyedLists, Lists};
 mod scoring;
 use scoring::{Cutoff, Scores};

@@ -20,9 +20,9 @@ pub(super) struct Dictionary {
     ids: HashTable<u32>,
 }
 
-/// The same hash in every segment and process run: lookups only need it
-/// to agree with itself.
-fn hash(term: &str) -> u64 {
+/// The hash of a term or name: the same in every segment and process run
+/// (lookups only need it to agree with itself).
+pub(super) fn text_hash(term: &str) -> u64 {
     foldhash::fast::FixedState::default().hash_one(term)
 }
 
@@ -30,7 +30,7 @@ impl Dictionary {
     /// The id of `term`, if it is here.
     pub(super) fn get(&self, term: &str) -> Option<u32> {
         self.ids
-            .find(hash(term), |&id| self.name(id) == term)
+            .find(text_hash(term), |&id| self.name(id) == term)
             .copied()
     }
 
@@ -48,8 +48,9 @@ impl Dictionary {
         self.text.push_str(term);
         self.ends.push(self.text.len() as u32);
         let (text, ends) = (&self.text, &self.ends);
-        self.ids
-            .insert_unique(hash(term), id, |&other| hash(name_in(text, ends, other)));
+        self.ids.insert_unique(text_hash(term), id, |&other| {
+            text_hash(name_in(text, ends, other))
+        });
         (id, true)
     }
 
@@ -73,7 +74,8 @@ impl Dictionary {
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
         let (text, ends) = (&self.text, &self.ends);
-        self.ids.shrink_to_fit(|&id| hash(name_in(text, ends, id)));
+        self.ids
+            .shrink_to_fit(|&id| text_hash(name_in(text, ends, id)));
     }
 }
 
