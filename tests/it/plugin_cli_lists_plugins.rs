@@ -26,6 +26,8 @@ fn list_shows_loaded_and_failed_plugins() {
     let broken = &plugins[0];
     assert!(broken["file"].as_str().unwrap().ends_with("broken.so"));
     assert!(broken["generation"].is_null());
+    // It serves nothing, so it is not reported healthy.
+    assert_eq!(broken["health"], "not_loaded");
     assert!(
         broken["last_error"]
             .as_str()

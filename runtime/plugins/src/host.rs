@@ -90,15 +90,18 @@ pub fn default_state_dir() -> PathBuf {
     quiver_config::paths::default_state_dir().join("plugins")
 }
 
-/// Whether a plugin answers in time.
+/// Whether a plugin file serves tools and answers in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Answering.
     Healthy,
     /// Timed out [`PluginHostOptions::unhealthy_after`] times in a row; its
     /// calls are refused until a new generation loads.
     Unhealthy,
+    /// No generation of the file ever loaded (its load failed: see
+    /// [`PluginStatus::last_error`]), so it serves no tools.
+    NotLoaded,
 }
 
 /// What `quiver plugin list` shows for one plugin file.
@@ -763,7 +766,9 @@ impl PluginHost {
                     tools: g
                         .map(|g| g.tools().iter().map(|t| t.name.clone()).collect())
                         .unwrap_or_default(),
-                    health: if entry.unhealthy {
+                    health: if g.is_none() {
+                        Health::NotLoaded
+                    } else if entry.unhealthy {
                         Health::Unhealthy
                     } else {
                         Health::Healthy
