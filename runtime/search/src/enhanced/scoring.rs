@@ -7,11 +7,21 @@
 //! its tools' scores, from the most a term can add there (its largest
 //! field counts at the segment's shortest field lengths, saturated as BM25
 //! saturates them), the bigram bonuses it holds and its servers' best
-//! context bonus. Segments are scored whole, best bound first; once the
-//! results are full of tools scoring above the next bound, the rest cannot
-//! change them and are skipped. Within a segment, each tool's score is the
-//! same sum, in the same order, as a pass over the whole catalog would
-//! make, so the results match one index over every tool exactly.
+//! context bonus. Segments are scored best bound first; once the results
+//! are full of tools scoring above the next bound, the rest cannot change
+//! them and are skipped.
+//!
+//! Within a segment the same bounds prune tools (as MaxScore does): once
+//! the results are full, the terms whose bounds, with the bigram and
+//! context bonuses, add up to less than the lowest result cannot place a
+//! tool on their own, so only the tools holding one of the other terms
+//! are scored. Those are scored exactly, and so are the tools whose
+//! results depend on them: the other tools making the same call (a copy
+//! gives its score and evidence to the tool it folds into) and the
+//! lookups a result brings (shown with their scores). Each scored tool's
+//! score is the same sum, in the same order, as a pass over the whole
+//! catalog would make, so the results match one index over every tool
+//! exactly.
 //!
 //! Fusion with embeddings needs every lexical score (they are normalised
 //! by the best and weighed against every similarity), so a fused search
@@ -45,6 +55,84 @@ struct Pass<'q> {
 struct SegmentWork {
     at: u32,
     bound: f64,
+}
+
+/// Which of a segment's tools a scoring pass visits.
+#[derive(Clone, Copy)]
+enum Visit<'a> {
+    /// Every tool.
+    All,
+    /// Only these (segment-local, ascending).
+    Only(&'a [u32]),
+}
+
+impl<'a> Visit<'a> {
+    /// The items of `list` (ascending by `doc`, at most one per tool) of
+    /// the tools visited.
+    fn of<T>(self, list: &'a [T], doc: fn(&T) -> u32) -> Visited<'a, T> {
+        Visited {
+            list,
+            only: match self {
+                Visit::All => None,
+                Visit::Only(docs) => Some(docs),
+            },
+            doc,
+        }
+    }
+}
+
+/// The iterator of [`Visit::of`]: a walk of the list, or a search in what
+/// is left of it for each visited tool in turn.
+struct Visited<'a, T> {
+    list: &'a [T],
+    only: Option<&'a [u32]>,
+    doc: fn(&T) -> u32,
+}
+
+impl<'a, T> Iterator for Visited<'a, T> {
+    type Item = &'a T;
+
+    fn next(&mut self) -> Option<&'a T> {
+        let Some(only) = &mut self.only else {
+            let (first, rest) = self.list.split_first()?;
+            self.list = rest;
+            return Some(first);
+        };
+        loop {
+            let (&wanted, rest) = only.split_first()?;
+            *only = rest;
+            let doc = self.doc;
+            let from = self.list.partition_point(|item| doc(item) < wanted);
+            self.list = self.list.get(from..).unwrap_or(&[]);
+            if let Some((first, rest)) = self.list.split_first()
+                && doc(first) == wanted
+            {
+                self.list = rest;
+                return Some(first);
+            }
+        }
+    }
+}
+
+/// What adds to a tool's score in a segment: the plan's term entry, or its
+/// name-bigram entry, at this index.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Bonus {
+    Term(u32),
+    Bigram(u32),
+}
+
+/// Buffers reused across the segments of one query.
+#[derive(Default)]
+struct Scratch {
+    /// Per tool of the segment, the last evidence word counted for it.
+    stamps: Vec<u32>,
+    /// Per tool of the segment, whether it is a candidate.
+    marks: Vec<bool>,
+    /// The candidates, ascending.
+    candidates: Vec<u32>,
+    /// A segment's terms and name bigrams with the most each can add.
+    bounds: Vec<(f64, Bonus)>,
 }
 
 /// A query's scoring work, laid out by segment.
@@ -347,15 +435,156 @@ impl EnhancedIndex {
             .fold(0.0, f64::max)
     }
 
+    /// Whether only some of segment `work`'s tools can score above
+    /// `lowest` (the lowest of full results); if so, leaves them in
+    /// `scratch.candidates`: the tools holding a term that the others'
+    /// bounds do not cover, the tools that make the same call as one of
+    /// them, and their lookups (prerequisites) with theirs.
+    fn reachable(
+        &self,
+        plan: &Plan<'_>,
+        work: &SegmentWork,
+        lowest: f64,
+        scratch: &mut Scratch,
+    ) -> bool {
+        let Some(segment) = self.segments.get(work.at as usize) else {
+            return false;
+        };
+        let at = work.at as usize;
+        let shortest = self.min_lengths.get(at);
+        let terms = plan.terms.of(work.at);
+        let bigrams = plan.bigrams.of(work.at);
+        scratch.bounds.clear();
+        for (entry, &(pass, hit)) in (0u32..).zip(terms) {
+            if let Some(pass) = plan.passes.get(pass as usize)
+                && let Some(most) = pass.found.most.get(hit as usize)
+            {
+                let bound = saturated(pass.weight, self.most_tf(most, shortest));
+                scratch.bounds.push((bound, Bonus::Term(entry)));
+            }
+        }
+        for entry in (0u32..).take(bigrams.len()) {
+            scratch
+                .bounds
+                .push((NAME_BIGRAM_BONUS, Bonus::Bigram(entry)));
+        }
+        scratch
+            .bounds
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // The context bonus any tool may get, then the weakest terms and
+        // bigrams while they all together stay below the results.
+        let mut covered = 0.0;
+        if let Some(context) = &plan.context {
+            covered += SERVER_CONTEXT_WEIGHT * self.best_context(at, context);
+        }
+        let mut weak = 0;
+        for &(bound, _) in &scratch.bounds {
+            if lowest > (covered + bound) * (1.0 + BOUND_MARGIN) + BOUND_MARGIN {
+                covered += bound;
+                weak += 1;
+            } else {
+                break;
+            }
+        }
+        if weak == 0 {
+            return false;
+        }
+        let len = segment.docs.len();
+        scratch.marks.clear();
+        scratch.marks.resize(len, false);
+        scratch.candidates.clear();
+        let Scratch {
+            marks,
+            candidates,
+            bounds,
+            ..
+        } = scratch;
+        let mut mark = |doc: u32| {
+            if let Some(marked) = marks.get_mut(doc as usize)
+                && !*marked
+            {
+                *marked = true;
+                candidates.push(doc);
+            }
+        };
+        for &(_, bonus) in bounds.get(weak..).unwrap_or(&[]) {
+            match bonus {
+                Bonus::Term(entry) => {
+                    let id = terms.get(entry as usize).and_then(|&(pass, hit)| {
+                        Some(
+                            plan.passes
+                                .get(pass as usize)?
+                                .found
+                                .hits
+                                .get(hit as usize)?
+                                .1,
+                        )
+                    });
+                    if let Some(id) = id {
+                        segment.postings.of(id).iter().for_each(|p| mark(p.doc));
+                    }
+                }
+                Bonus::Bigram(entry) => {
+                    if let Some(pair) = bigrams.get(entry as usize) {
+                        segment.name_bigrams.get(pair).iter().for_each(|&d| mark(d));
+                    }
+                }
+            }
+        }
+        // Scoring most of the segment one tool at a time costs more than
+        // walking it.
+        if candidates.len() * 2 > len {
+            return false;
+        }
+        // A copy's score and evidence go to the first tool making its
+        // call, whose own count too; a result brings its lookups, shown
+        // with their (folded) scores.
+        let fold = |candidates: &mut Vec<u32>, marks: &mut Vec<bool>| {
+            for copies_first in [true, false] {
+                for (&copy, &first) in &segment.same_operation {
+                    let (from, to) = if copies_first {
+                        (copy, first)
+                    } else {
+                        (first, copy)
+                    };
+                    if marks.get(from as usize).copied().unwrap_or(false)
+                        && let Some(marked) = marks.get_mut(to as usize)
+                        && !*marked
+                    {
+                        *marked = true;
+                        candidates.push(to);
+                    }
+                }
+            }
+        };
+        fold(candidates, marks);
+        for index in 0..candidates.len() {
+            let Some(&doc) = candidates.get(index) else {
+                break;
+            };
+            for &needed in segment.prerequisites.get(&doc).into_iter().flatten() {
+                if let Some(marked) = marks.get_mut(needed as usize)
+                    && !*marked
+                {
+                    *marked = true;
+                    candidates.push(needed);
+                }
+            }
+        }
+        fold(candidates, marks);
+        candidates.sort_unstable();
+        true
+    }
+
     /// Scores `plan`'s segments: all of them in catalog order with no
     /// `cutoff` (fusion needs every score), otherwise best bound first
     /// until no segment left can reach the results.
     pub(super) fn score_plan(&self, plan: &Plan<'_>, cutoff: Option<&Cutoff<'_>>) -> Scores {
-        let mut stamps: Vec<u32> = Vec::new();
+        let mut scratch = Scratch::default();
         let Some(cutoff) = cutoff.filter(|c| c.limit > 0) else {
             let mut out = Scores::every_segment(self);
             for work in &plan.segments {
-                self.score_segment(plan, work, &mut out, &mut stamps);
+                self.score_segment(plan, work, Visit::All, &mut out, &mut scratch.stamps);
             }
             return out;
         };
@@ -405,7 +634,19 @@ impl EnhancedIndex {
                 break;
             }
             let from = out.touched.len();
-            self.score_segment(plan, work, &mut out, &mut stamps);
+            // Once the results are full, only the tools that can reach
+            // them (and those their results depend on) are scored.
+            let lowest = best
+                .peek()
+                .filter(|_| !forced && best.len() >= cutoff.limit)
+                .map(|&Reverse(lowest)| f64::from_bits(lowest));
+            let visit = match lowest {
+                Some(lowest) if self.reachable(plan, work, lowest, &mut scratch) => {
+                    Visit::Only(&scratch.candidates)
+                }
+                _ => Visit::All,
+            };
+            self.score_segment(plan, work, visit, &mut out, &mut scratch.stamps);
             for &slot in out.touched.get(from..).unwrap_or(&[]) {
                 let doc = out.doc(slot);
                 let counts = clears_floor(&out.scores, &out.evidence, cutoff.floor, slot)
@@ -431,6 +672,7 @@ impl EnhancedIndex {
         &self,
         plan: &Plan<'_>,
         work: &SegmentWork,
+        visit: Visit<'_>,
         out: &mut Scores,
         stamps: &mut Vec<u32>,
     ) {
@@ -451,7 +693,7 @@ impl EnhancedIndex {
             else {
                 continue;
             };
-            for posting in segment.postings.of(id) {
+            for posting in visit.of(segment.postings.of(id), |p| p.doc) {
                 let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
                     continue;
                 };
@@ -482,7 +724,7 @@ impl EnhancedIndex {
             }
         }
         for &(first, second) in plan.bigrams.of(work.at) {
-            for &local in segment.name_bigrams.get(&(first, second)) {
+            for &local in visit.of(segment.name_bigrams.get(&(first, second)), |&d| d) {
                 let slot = base + local;
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
@@ -505,7 +747,7 @@ impl EnhancedIndex {
         stamps.clear();
         stamps.resize(segment.docs.len(), 0);
         for &(word, id) in plan.evidence.of(work.at) {
-            for posting in segment.postings.of(id) {
+            for posting in visit.of(segment.postings.of(id), |p| p.doc) {
                 if let Some(stamp) = stamps.get_mut(posting.doc as usize)
                     && *stamp != word + 1
                 {

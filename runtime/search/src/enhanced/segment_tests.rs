@@ -278,21 +278,32 @@ fn check(state: &State) {
     let classic = SearchIndex::from_segments(entries.iter().map(|e| e.classic.clone()).collect());
     let classic_full = SearchIndex::build(entries.iter().flat_map(|e| e.tools.iter()));
     assert_eq!(segmented.len(), full.len());
+    // Small limits fill the results early, so segments and the tools
+    // within them are pruned; 10 is what a model's search asks.
+    for limit in [1, 3, 10] {
+        for query in queries() {
+            let expected = full.search(query, limit);
+            same(
+                "enhanced",
+                query,
+                &segmented.search(query, limit),
+                &expected,
+            );
+            same(
+                "enhanced, full directory",
+                query,
+                &everything.search(query, limit),
+                &expected,
+            );
+            same(
+                "enhanced, stale directory",
+                query,
+                &partly.search(query, limit),
+                &expected,
+            );
+        }
+    }
     for query in queries() {
-        let expected = full.search(query, 10);
-        same("enhanced", query, &segmented.search(query, 10), &expected);
-        same(
-            "enhanced, full directory",
-            query,
-            &everything.search(query, 10),
-            &expected,
-        );
-        same(
-            "enhanced, stale directory",
-            query,
-            &partly.search(query, 10),
-            &expected,
-        );
         same(
             "classic",
             query,
@@ -395,4 +406,161 @@ fn a_stale_directory_offers_no_typo_match_for_a_word_whose_segments_left() {
             .map(|s| s.tool.original_name()),
         Some("open_url")
     );
+}
+
+/// Servers alike in shape, different in wording: in each, `remove_gadget`
+/// needs a gadget id that `lookup_gadget_id` gives, `purge_gadget` makes the
+/// same call as `remove_gadget` (and folds into it), and so does
+/// `lookup_gadget_label_id` as `lookup_gadget_id`; fillers share words.
+fn gadget_servers(seed: u64) -> Vec<(String, Vec<Arc<Tool>>)> {
+    const FILLER: [&str; 12] = [
+        "label", "archive", "widget", "report", "stock", "price", "order", "ship", "count",
+        "stale", "batch", "cache",
+    ];
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) as usize) % n
+        }
+        fn words(&mut self, count: usize) -> String {
+            (0..count)
+                .map(|_| FILLER[self.below(FILLER.len())])
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    }
+    let mut rng = Lcg(0x6761_6467_6574 ^ seed);
+    let mut servers = Vec::new();
+    for server in 0..30 {
+        let name = format!("shop{server:02}");
+        let required = |parameter: &str| serde_json::json!({"type": "object", "properties": {parameter: {}}, "required": [parameter]});
+        let spec = |tool: &str, description: String, schema, call: Option<&str>| {
+            ToolSpec::new(tool, description, schema).with_operation(call.map(str::to_owned))
+        };
+        let mut specs = vec![
+            spec(
+                "remove_gadget",
+                format!("Remove a gadget. {}", rng.words(server % 4)),
+                required("gadget_id"),
+                Some("DELETE /gadgets/{id}"),
+            ),
+            spec(
+                "purge_gadget",
+                format!("Purge a gadget. {}", {
+                    let n = rng.below(7);
+                    rng.words(n)
+                }),
+                serde_json::json!({"type": "object"}),
+                Some("DELETE /gadgets/{id}"),
+            ),
+            spec(
+                "lookup_gadget_id",
+                format!("Lookup a gadget id by its label. {}", {
+                    let n = rng.below(3);
+                    rng.words(n)
+                }),
+                required("label"),
+                Some("GET /gadgets"),
+            ),
+            spec(
+                "lookup_gadget_label_id",
+                format!("Label lookup. {}", {
+                    let n = rng.below(6);
+                    rng.words(n)
+                }),
+                required("label"),
+                Some("GET /gadgets"),
+            ),
+            spec(
+                "purge_cache",
+                format!("Purge the cache. {}", {
+                    let n = rng.below(7);
+                    rng.words(n)
+                }),
+                serde_json::json!({"type": "object"}),
+                None,
+            ),
+        ];
+        for filler in 0..rng.below(6) {
+            specs.push(spec(
+                &format!(
+                    "{}_{}_{filler}",
+                    FILLER[rng.below(12)],
+                    FILLER[rng.below(12)]
+                ),
+                {
+                    let n = 1 + rng.below(8);
+                    rng.words(n)
+                },
+                serde_json::json!({"type": "object"}),
+                None,
+            ));
+        }
+        let source = ToolSource::Mcp(name.clone());
+        let mut tools: Vec<Arc<Tool>> = specs
+            .iter()
+            .enumerate()
+            .map(|(position, spec)| {
+                Arc::new(
+                    Tool::new(mcp_tool_name(&name, &spec.name), source.clone(), spec)
+                        .at_position(position as u32),
+                )
+            })
+            .collect();
+        tools.sort_by(|a, b| a.name().cmp(b.name()));
+        servers.push((name, tools));
+    }
+    servers
+}
+
+#[test]
+fn tools_pruned_within_a_segment_leave_folds_and_lookups_exact() {
+    // Once the results are full, a segment scores only the tools holding a
+    // strong term (`purg`); the results still need the copies folding
+    // into them and the lookups they bring, with their weak-term scores.
+    let mut lookups_shown = 0;
+    for seed in 0..16 {
+        let servers = gadget_servers(seed);
+        let segments: Vec<Arc<EnhancedSegment>> = servers
+            .iter()
+            .map(|(_, tools)| Arc::new(EnhancedSegment::build(None, tools)))
+            .collect();
+        let indexes = [
+            EnhancedIndex::from_segments(segments.clone()),
+            EnhancedIndex::with_directory(
+                segments.clone(),
+                Some(Arc::new(Directory::build(&segments))),
+            ),
+        ];
+        let full = reference::EnhancedIndex::build_described(
+            servers.iter().map(|(_, tools)| (None, tools.as_slice())),
+        );
+        let queries = [
+            "purge gadget",
+            "purge a gadget forever",
+            "purge the gadget label",
+            "remove gadget",
+            "remove the stale gadget",
+            "gadget label",
+            "archive gadget report",
+        ];
+        for index in &indexes {
+            for limit in 1..=4 {
+                for query in queries {
+                    let expected = full.search(query, limit);
+                    same("pruned", query, &index.search(query, limit), &expected);
+                    lookups_shown += expected
+                        .iter()
+                        .filter(|hit| hit.tool.original_name() == "lookup_gadget_id")
+                        .count();
+                }
+            }
+        }
+    }
+    // The case this guards: results whose lookups come along.
+    assert!(lookups_shown > 0);
 }
