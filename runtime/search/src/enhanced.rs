@@ -976,6 +976,12 @@ fn synonym_stems() -> &'static HashMap<String, Vec<String>> {
                 table.entry(stem.clone()).or_default().extend(others);
             }
         }
+        // A stem in two groups with the same word (`doc`: `document`)
+        // reaches it once.
+        for others in table.values_mut() {
+            let mut seen = HashSet::default();
+            others.retain(|other| seen.insert(other.clone()));
+        }
         table
     })
 }
@@ -1046,9 +1052,10 @@ pub struct EnhancedIndex {
     /// Each tool's catalog-wide server: the server-context bonus is added
     /// per matching tool, which can be most of a large catalog.
     doc_servers: Vec<u32>,
-    /// Per segment, its shortest length of each field (kept here so the
-    /// bound of a segment a search skips costs no visit to it).
-    min_lengths: Vec<[u16; FIELDS]>,
+    /// Per segment and field, the factor (see `factors`) at the segment's
+    /// shortest length of the field: the largest any of its tools has, so
+    /// bounding a segment a search skips costs no visit to it.
+    shortest_factors: Vec<[f64; FIELDS]>,
 }
 
 impl std::fmt::Debug for EnhancedIndex {
@@ -1170,6 +1177,21 @@ impl EnhancedIndex {
         let total_server_length: f64 = server_lengths.iter().map(|&l| f64::from(l)).sum();
         let server_average_length =
             (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
+        let shortest_factors = min_lengths
+            .iter()
+            .map(|shortest: &[u16; FIELDS]| {
+                std::array::from_fn(|field| {
+                    let length = shortest.get(field).copied().unwrap_or(0);
+                    // The table covers every length up to the catalog's
+                    // longest; its first entry is the largest factor.
+                    factors
+                        .get(field)
+                        .and_then(|table| table.get(length as usize).or(table.first()))
+                        .copied()
+                        .unwrap_or(0.0)
+                })
+            })
+            .collect();
         same_operations.sort_unstable();
         let slot_positions = directory
             .as_ref()
@@ -1194,7 +1216,7 @@ impl EnhancedIndex {
             overlay,
             same_operations,
             doc_servers,
-            min_lengths,
+            shortest_factors,
         }
     }
 
@@ -1249,6 +1271,15 @@ impl EnhancedIndex {
         self.offsets.get(segment).copied().unwrap_or(0)
     }
 
+    /// How many tools segment `at` holds, read from `offsets` (a search
+    /// sizes hundreds of segments it never visits).
+    fn segment_len(&self, at: usize) -> u32 {
+        match (self.offsets.get(at), self.offsets.get(at + 1)) {
+            (Some(&start), Some(&end)) => end - start,
+            _ => 0,
+        }
+    }
+
     /// The catalog-wide server of catalog-wide tool `doc`.
     fn server_of(&self, doc: u32) -> Option<u32> {
         self.doc_servers.get(doc as usize).copied()
@@ -1294,30 +1325,28 @@ impl EnhancedIndex {
         }
     }
 
-    /// (segment position, the term there) of each segment holding `term`,
-    /// in segment order.
-    fn term_hits(&self, term: &str) -> Vec<(u32, TermHit)> {
-        let mut hits = Vec::new();
+    /// Calls `each` with (segment position, the term there) for each
+    /// segment holding `term`: the directory's in slot order, then the
+    /// uncovered segments'.
+    fn each_term_hit(&self, term: &str, mut each: impl FnMut(u32, TermHit)) {
         for &(slot, hit) in self
             .directory
             .as_deref()
             .map_or(&[][..], |d| d.terms.get(term))
         {
             if let Some(at) = self.position_of_slot(slot) {
-                hits.push((at, hit));
+                each(at, hit);
             }
         }
         for (at, segment) in self.uncovered() {
             if let Some(id) = segment.terms.get(term) {
-                hits.push((at, segment.term_hit(id)));
+                each(at, segment.term_hit(id));
             }
         }
-        hits.sort_unstable_by_key(|&(at, _)| at);
-        hits
     }
 
-    /// Whether a segment of this index holds `term` ([`Self::term_hits`]
-    /// without collecting them).
+    /// Whether a segment of this index holds `term` ([`Self::resolve`]
+    /// without collecting its hits).
     fn knows(&self, term: &str) -> bool {
         self.directory.as_ref().is_some_and(|directory| {
             directory
@@ -1328,23 +1357,52 @@ impl EnhancedIndex {
         }) || self.uncovered().any(|(_, s)| s.terms.contains(term))
     }
 
+    /// `term`'s hits in segment order, when any segment holds it. Built in
+    /// one pass: the hits of a common term run to hundreds.
     fn resolve(&self, term: &str) -> Option<Found> {
-        let found = self.term_hits(term);
-        (!found.is_empty()).then(|| Found {
+        let mut found = Found {
             term: term.to_owned(),
-            hits: found.iter().map(|&(at, hit)| (at, hit.id)).collect(),
-            most: found.iter().map(|(_, hit)| hit.most).collect(),
-            df: found.iter().map(|(_, hit)| hit.df as usize).sum(),
-        })
+            hits: Vec::new(),
+            most: Vec::new(),
+            df: 0,
+        };
+        let listed = self
+            .directory
+            .as_deref()
+            .map_or(0, |d| d.terms.get(term).len());
+        let most = listed + self.overlay.len();
+        found.hits.reserve_exact(most);
+        found.most.reserve_exact(most);
+        let mut ordered = true;
+        self.each_term_hit(term, |at, hit| {
+            ordered &= found.hits.last().is_none_or(|&(last, _)| last < at);
+            found.hits.push((at, hit.id));
+            found.most.push(hit.most);
+            found.df += hit.df as usize;
+        });
+        if found.hits.is_empty() {
+            return None;
+        }
+        // Out of order only when an uncovered segment (or a directory
+        // built before the catalog's order changed) comes between.
+        if !ordered {
+            let mut hits: Vec<((u32, u32), [u8; FIELDS])> =
+                found.hits.into_iter().zip(found.most).collect();
+            hits.sort_unstable_by_key(|&((at, _), _)| at);
+            (found.hits, found.most) = hits.into_iter().unzip();
+        }
+        Some(found)
     }
 
     /// Where one index over every tool would number `term`: ids count
     /// terms in order of first appearance, so by the first segment that
     /// holds it, then by its id there.
     fn term_order(&self, term: &str) -> (usize, u32) {
-        self.term_hits(term)
-            .first()
-            .map_or((usize::MAX, u32::MAX), |&(at, hit)| (at as usize, hit.id))
+        let mut first = (usize::MAX, u32::MAX);
+        self.each_term_hit(term, |at, hit| {
+            first = first.min((at as usize, hit.id));
+        });
+        first
     }
 
     /// Known terms whose word or stem is within one edit of `word` or of

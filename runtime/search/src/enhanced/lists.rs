@@ -31,38 +31,6 @@ impl<T: Copy> Lists<T> {
         Lists { starts, items }
     }
 
-    /// `count` lists from (list, item) entries in any order; each list
-    /// keeps its items in the order they came (a counting sort). Entries
-    /// naming a list past `count` are dropped.
-    pub(super) fn grouped(count: usize, entries: &[(u32, T)]) -> Lists<T> {
-        let mut starts = vec![0u32; count + 1];
-        for &(list, _) in entries {
-            if let Some(length) = starts.get_mut(list as usize + 1) {
-                *length += 1;
-            }
-        }
-        for list in 1..starts.len() {
-            let previous = starts.get(list - 1).copied().unwrap_or(0);
-            if let Some(start) = starts.get_mut(list) {
-                *start += previous;
-            }
-        }
-        let mut next = starts.clone();
-        let mut slots: Vec<Option<T>> = vec![None; starts.last().copied().unwrap_or(0) as usize];
-        for &(list, item) in entries {
-            if let Some(at) = next.get_mut(list as usize)
-                && let Some(slot) = slots.get_mut(*at as usize)
-            {
-                *slot = Some(item);
-                *at += 1;
-            }
-        }
-        Lists {
-            starts,
-            items: slots.into_iter().flatten().collect(),
-        }
-    }
-
     /// List `i` (empty past the last).
     pub(super) fn of(&self, i: u32) -> &[T] {
         let i = i as usize;

@@ -31,7 +31,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{
-    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, Lists, NAME_BIGRAM_BONUS, QueryWord,
+    EXTENSION_WEIGHT, EnhancedIndex, Expansion, FIELDS, Found, NAME_BIGRAM_BONUS, QueryWord,
     REPEAT_WEIGHT, SERVER_CONTEXT_WEIGHT, SYNONYM_WEIGHT, TYPO_DISCOUNT, clears_floor, saturated,
 };
 use crate::classic::idf;
@@ -55,6 +55,8 @@ struct Pass<'q> {
 struct SegmentWork {
     at: u32,
     bound: f64,
+    /// Its row in [`Plan::hits`].
+    row: u32,
 }
 
 /// Which of a segment's tools a scoring pass visits.
@@ -102,7 +104,16 @@ impl<'a, T> Iterator for Visited<'a, T> {
             let (&wanted, rest) = only.split_first()?;
             *only = rest;
             let doc = self.doc;
-            let from = self.list.partition_point(|item| doc(item) < wanted);
+            // Tools are ascending and distinct, so `wanted` can be no
+            // further than `wanted - first` items on: in a list holding
+            // most of the segment's tools, exactly there.
+            let first = self.list.first().map_or(wanted, doc);
+            let within = (wanted.saturating_sub(first) as usize + 1).min(self.list.len());
+            let near = self.list.get(..within).unwrap_or(&[]);
+            let from = match near.last() {
+                Some(last) if doc(last) == wanted => within - 1,
+                _ => near.partition_point(|item| doc(item) < wanted),
+            };
             self.list = self.list.get(from..).unwrap_or(&[]);
             if let Some((first, rest)) = self.list.split_first()
                 && doc(first) == wanted
@@ -114,8 +125,8 @@ impl<'a, T> Iterator for Visited<'a, T> {
     }
 }
 
-/// What adds to a tool's score in a segment: the plan's term entry, or its
-/// name-bigram entry, at this index.
+/// What adds to a tool's score in a segment: the plan's pass, or its
+/// name bigram, of this number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Bonus {
     Term(u32),
@@ -135,20 +146,67 @@ struct Scratch {
     bounds: Vec<(f64, Bonus)>,
 }
 
-/// A query's scoring work, laid out by segment.
+/// Segments ordered by bound, the higher first, ties in catalog order.
+struct BestBound<'w>(&'w SegmentWork);
+
+impl Ord for BestBound<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .bound
+            .total_cmp(&other.0.bound)
+            .then(other.0.at.cmp(&self.0.at))
+    }
+}
+
+impl PartialOrd for BestBound<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for BestBound<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for BestBound<'_> {}
+
+/// A query's scoring work. What it needs in one segment is found there
+/// when that segment is scored (each term's hits are in segment order), so
+/// planning costs one visit per term hit, not a list per segment.
 pub(super) struct Plan<'q> {
     passes: Vec<Pass<'q>>,
-    /// Per segment, (pass, which of its term's hits), in pass order.
-    terms: Lists<(u32, u32)>,
-    /// Per segment, (first, second): the name bigrams of adjacent query
-    /// words, in query order.
-    bigrams: Lists<(u32, u32)>,
-    /// Per segment, (distinct word, term id): the terms each word counts
-    /// as evidence through (boilerplate left out), in word order.
-    evidence: Lists<(u32, u32)>,
+    /// (first, second) passes of adjacent query words, in query order: a
+    /// tool whose name holds their terms adjacent gets a bonus.
+    bigrams: Vec<(u32, u32)>,
+    /// (distinct word, pass): the terms each word counts as evidence
+    /// through (boilerplate left out), in word order.
+    evidence: Vec<(u32, u32)>,
     /// Each catalog-wide server's context score, when any is above zero.
     context: Option<Vec<f64>>,
     segments: Vec<SegmentWork>,
+    /// Per segment to score (a row of one entry per pass), which of each
+    /// pass's hits is in it (`u32::MAX`: none), so scoring a segment
+    /// finds its terms without searching each term's hits.
+    hits: Vec<u32>,
+}
+
+impl Plan<'_> {
+    /// Which of `pass`'s hits is in `work`'s segment, and its term id there.
+    fn hit(&self, work: &SegmentWork, pass: u32) -> Option<(u32, u32)> {
+        let row = work.row as usize * self.passes.len();
+        let hit = *self.hits.get(row + pass as usize)?;
+        let found = self.passes.get(pass as usize)?.found;
+        found.hits.get(hit as usize).map(|&(_, id)| (hit, id))
+    }
+
+    /// Bigram `entry`'s (first, second) term ids in `work`'s segment, when
+    /// it holds both.
+    fn bigram(&self, work: &SegmentWork, entry: usize) -> Option<(u32, u32)> {
+        let &(a, b) = self.bigrams.get(entry)?;
+        Some((self.hit(work, a)?.1, self.hit(work, b)?.1))
+    }
 }
 
 /// What a lexical search needs to know to stop early: how many results it
@@ -214,7 +272,7 @@ impl Scores {
             return Some(base);
         }
         let start = index.start(at as usize);
-        let len = index.segments.get(at as usize)?.docs.len() as u32;
+        let len = index.segment_len(at as usize);
         let base = self.scores.len() as u32;
         self.scores.resize(self.scores.len() + len as usize, 0.0);
         self.evidence.resize(self.evidence.len() + len as usize, 0);
@@ -256,17 +314,16 @@ impl Scores {
     ) -> impl Iterator<Item = (u32, u32, u32)> + 'i {
         (0..index.segments.len()).filter_map(move |at| {
             let base = *self.bases.get(at)?;
-            let len = index.segments.get(at)?.docs.len() as u32;
-            (base != u32::MAX).then(|| (index.start(at), base, len))
+            (base != u32::MAX).then(|| (index.start(at), base, index.segment_len(at)))
         })
     }
 }
 
 impl EnhancedIndex {
-    /// Lays a query's terms out by segment: the words' own terms (or a
-    /// compound's parts, or near terms), then synonyms and extensions not
-    /// already scored, each once, as the relevance floor's evidence counts
-    /// them per word.
+    /// A query's scoring work: the words' own terms (or a compound's
+    /// parts, or near terms), then synonyms and extensions not already
+    /// scored, each once; the terms the relevance floor's evidence counts
+    /// per word; and each segment to score with its bound.
     pub(super) fn plan<'q>(
         &self,
         words: &'q [QueryWord],
@@ -312,33 +369,29 @@ impl EnhancedIndex {
             }
         }
 
-        let mut terms: Vec<(u32, (u32, u32))> = Vec::new();
-        for (index, pass) in passes.iter().enumerate() {
-            terms.extend(
-                (0u32..)
-                    .zip(&pass.found.hits)
-                    .map(|(hit, &(at, _))| (at, (index as u32, hit))),
-            );
-        }
-        let mut bigrams: Vec<(u32, (u32, u32))> = Vec::new();
+        // Every term a word or its expansion counts through is a pass (each
+        // term once): the pass of a term.
+        let pass_of = |term: &str| {
+            passes
+                .iter()
+                .position(|pass| pass.found.term == term)
+                .map(|pass| pass as u32)
+        };
+        let mut bigrams: Vec<(u32, u32)> = Vec::new();
         for pair in words.windows(2) {
-            let [
+            if let [
                 QueryWord { found: Some(a), .. },
                 QueryWord { found: Some(b), .. },
             ] = pair
-            else {
-                continue;
-            };
-            for &(at, first) in &a.hits {
-                if let Some(&(_, second)) = b.hits.iter().find(|&&(other, _)| other == at) {
-                    bigrams.push((at, (first, second)));
-                }
+                && let (Some(a), Some(b)) = (pass_of(&a.term), pass_of(&b.term))
+            {
+                bigrams.push((a, b));
             }
         }
         // Boilerplate: a term found in more than half the tools (of three
         // or more), such as the server's name in a one-server catalog.
         let is_boilerplate = |df: usize| n >= 3 && df * 2 > n;
-        let mut evidence: Vec<(u32, (u32, u32))> = Vec::new();
+        let mut evidence: Vec<(u32, u32)> = Vec::new();
         for (index, (&(word, _), expansion)) in unique.iter().zip(expansions).enumerate() {
             let mut word_terms: Vec<&Found> = Vec::new();
             match &word.found {
@@ -352,70 +405,103 @@ impl EnhancedIndex {
             }
             word_terms.extend(&expansion.synonyms);
             word_terms.extend(&expansion.extensions);
-            for term in word_terms.into_iter().filter(|t| !is_boilerplate(t.df)) {
-                evidence.extend(term.hits.iter().map(|&(at, id)| (at, (index as u32, id))));
-            }
+            evidence.extend(
+                word_terms
+                    .into_iter()
+                    .filter(|t| !is_boilerplate(t.df))
+                    .filter_map(|t| Some((index as u32, pass_of(&t.term)?))),
+            );
         }
         let query_terms: Vec<&str> = unique.iter().map(|(w, _)| w.term.as_str()).collect();
         let context = self.server_scores(&query_terms);
         let context = context.iter().any(|&s| s > 0.0).then_some(context);
-        let segments = self.segments.len();
         let mut plan = Plan {
             passes,
-            terms: Lists::grouped(segments, &terms),
-            bigrams: Lists::grouped(segments, &bigrams),
-            evidence: Lists::grouped(segments, &evidence),
+            bigrams,
+            evidence,
             context,
             segments: Vec::new(),
+            hits: Vec::new(),
         };
-        plan.segments = self.segment_work(&plan);
+        self.lay_out(&mut plan);
         plan
     }
 
-    /// Each segment with something to score, and its bound.
-    fn segment_work(&self, plan: &Plan<'_>) -> Vec<SegmentWork> {
-        let mut work = Vec::new();
-        for at in 0..self.segments.len() as u32 {
-            let terms = plan.terms.of(at);
-            if terms.is_empty() {
+    /// Finds each segment with something to score, its bound (the bigram
+    /// bonuses it holds, then each term's most, then its servers' best
+    /// context bonus) and which of each pass's hits it holds.
+    fn lay_out(&self, plan: &mut Plan<'_>) {
+        let count = self.segments.len();
+        let mut bounds = vec![0.0f64; count];
+        // Per segment, its row (`u32::MAX`: nothing to score).
+        let mut rows = vec![u32::MAX; count];
+        for &(a, b) in &plan.bigrams {
+            let (Some(a), Some(b)) = (plan.passes.get(a as usize), plan.passes.get(b as usize))
+            else {
                 continue;
-            }
-            let mut bound = NAME_BIGRAM_BONUS * plan.bigrams.of(at).len() as f64;
-            let shortest = self.min_lengths.get(at as usize);
-            for &(pass, hit) in terms {
-                if let Some(most) = plan
-                    .passes
-                    .get(pass as usize)
-                    .and_then(|p| Some((p.weight, p.found.most.get(hit as usize)?)))
+            };
+            // Both in segment order: the segments holding both.
+            let mut second = b.found.hits.iter().peekable();
+            for &(at, _) in &a.found.hits {
+                while second.next_if(|&&(other, _)| other < at).is_some() {}
+                if second.peek().is_some_and(|&&(other, _)| other == at)
+                    && let Some(bound) = bounds.get_mut(at as usize)
                 {
-                    let (weight, most) = most;
-                    bound += saturated(weight, self.most_tf(most, shortest));
+                    *bound += NAME_BIGRAM_BONUS;
                 }
             }
-            if let Some(context) = &plan.context {
-                bound += SERVER_CONTEXT_WEIGHT * self.best_context(at as usize, context);
-            }
-            work.push(SegmentWork { at, bound });
         }
-        work
+        for pass in &plan.passes {
+            for (&(at, _), most) in pass.found.hits.iter().zip(&pass.found.most) {
+                if let Some(bound) = bounds.get_mut(at as usize) {
+                    *bound += saturated(pass.weight, self.most_tf(most, at));
+                }
+                if let Some(row) = rows.get_mut(at as usize) {
+                    *row = 0;
+                }
+            }
+        }
+        let mut work = Vec::new();
+        for (at, (&bound, row)) in (0u32..).zip(bounds.iter().zip(rows.iter_mut())) {
+            if *row == u32::MAX {
+                continue;
+            }
+            *row = work.len() as u32;
+            let context = plan.context.as_ref().map_or(0.0, |context| {
+                SERVER_CONTEXT_WEIGHT * self.best_context(at as usize, context)
+            });
+            work.push(SegmentWork {
+                at,
+                bound: bound + context,
+                row: *row,
+            });
+        }
+        let width = plan.passes.len();
+        let mut hits = vec![u32::MAX; work.len() * width];
+        for (pass, entry) in plan.passes.iter().enumerate() {
+            for (hit, &(at, _)) in (0u32..).zip(&entry.found.hits) {
+                if let Some(&row) = rows.get(at as usize)
+                    && let Some(slot) = hits.get_mut(row as usize * width + pass)
+                {
+                    *slot = hit;
+                }
+            }
+        }
+        plan.segments = work;
+        plan.hits = hits;
     }
 
-    /// The most field-weighted count a term can have in a segment under
+    /// The most field-weighted count a term can have in segment `at` under
     /// this index's length normalisation: its largest count in each field
     /// (`most`) at the segment's shortest length of that field (the
     /// normalisation only falls as a field grows).
-    fn most_tf(&self, most: &[u8; FIELDS], shortest: Option<&[u16; FIELDS]>) -> f64 {
+    fn most_tf(&self, most: &[u8; FIELDS], at: u32) -> f64 {
+        let factors = self.shortest_factors.get(at as usize);
         (0..FIELDS)
             .map(|field| {
                 let count = most.get(field).copied().unwrap_or(u8::MAX);
-                let length = shortest.and_then(|s| s.get(field)).copied().unwrap_or(0);
-                // The table covers every length up to the catalog's longest;
-                // its first entry is the largest factor.
-                let factor = self
-                    .factors
-                    .get(field)
-                    .and_then(|table| table.get(length as usize).or(table.first()));
-                f64::from(count) * factor.copied().unwrap_or(0.0)
+                let factor = factors.and_then(|f| f.get(field)).copied().unwrap_or(0.0);
+                f64::from(count) * factor
             })
             .sum()
     }
@@ -451,22 +537,21 @@ impl EnhancedIndex {
             return false;
         };
         let at = work.at as usize;
-        let shortest = self.min_lengths.get(at);
-        let terms = plan.terms.of(work.at);
-        let bigrams = plan.bigrams.of(work.at);
         scratch.bounds.clear();
-        for (entry, &(pass, hit)) in (0u32..).zip(terms) {
-            if let Some(pass) = plan.passes.get(pass as usize)
+        for (entry, pass) in (0u32..).zip(&plan.passes) {
+            if let Some((hit, _)) = plan.hit(work, entry)
                 && let Some(most) = pass.found.most.get(hit as usize)
             {
-                let bound = saturated(pass.weight, self.most_tf(most, shortest));
+                let bound = saturated(pass.weight, self.most_tf(most, work.at));
                 scratch.bounds.push((bound, Bonus::Term(entry)));
             }
         }
-        for entry in (0u32..).take(bigrams.len()) {
-            scratch
-                .bounds
-                .push((NAME_BIGRAM_BONUS, Bonus::Bigram(entry)));
+        for entry in 0..plan.bigrams.len() {
+            if plan.bigram(work, entry).is_some() {
+                scratch
+                    .bounds
+                    .push((NAME_BIGRAM_BONUS, Bonus::Bigram(entry as u32)));
+            }
         }
         scratch
             .bounds
@@ -510,23 +595,17 @@ impl EnhancedIndex {
         for &(_, bonus) in bounds.get(weak..).unwrap_or(&[]) {
             match bonus {
                 Bonus::Term(entry) => {
-                    let id = terms.get(entry as usize).and_then(|&(pass, hit)| {
-                        Some(
-                            plan.passes
-                                .get(pass as usize)?
-                                .found
-                                .hits
-                                .get(hit as usize)?
-                                .1,
-                        )
-                    });
-                    if let Some(id) = id {
+                    if let Some((_, id)) = plan.hit(work, entry) {
                         segment.postings.of(id).iter().for_each(|p| mark(p.doc));
                     }
                 }
                 Bonus::Bigram(entry) => {
-                    if let Some(pair) = bigrams.get(entry as usize) {
-                        segment.name_bigrams.get(pair).iter().for_each(|&d| mark(d));
+                    if let Some(pair) = plan.bigram(work, entry as usize) {
+                        segment
+                            .name_bigrams
+                            .get(&pair)
+                            .iter()
+                            .for_each(|&d| mark(d));
                     }
                 }
             }
@@ -599,12 +678,10 @@ impl EnhancedIndex {
                     .iter()
                     .filter_map(|&doc| Some(self.locate(doc)?.0 as u32)),
             )
-            .filter_map(|at| Some(self.segments.get(at as usize)?.docs.len()))
+            .map(|at| self.segment_len(at as usize) as usize)
             .sum();
         let mut out = Scores::segment_by_segment(self, most);
 
-        let mut order: Vec<&SegmentWork> = plan.segments.iter().collect();
-        order.sort_by(|a, b| b.bound.total_cmp(&a.bound).then(a.at.cmp(&b.at)));
         // The exact-name pass's segments first, whatever their bound: their
         // tools are results, and so may be their prerequisites.
         let mut exact_segments: Vec<u32> = cutoff
@@ -614,7 +691,17 @@ impl EnhancedIndex {
             .collect();
         exact_segments.sort_unstable();
         exact_segments.dedup();
-        order.sort_by_key(|work| exact_segments.binary_search(&work.at).is_err());
+        let (mut forced, rest): (Vec<&SegmentWork>, Vec<&SegmentWork>) = plan
+            .segments
+            .iter()
+            .partition(|work| exact_segments.binary_search(&work.at).is_ok());
+        forced.sort_by(|a, b| BestBound(b).cmp(&BestBound(a)));
+        // Then the rest, best bound first, from a heap: a search usually
+        // stops after a few of hundreds.
+        let mut rest: BinaryHeap<BestBound<'_>> = rest.into_iter().map(BestBound).collect();
+        let order = forced
+            .into_iter()
+            .chain(std::iter::from_fn(move || rest.pop().map(|next| next.0)));
         // An exact match's segment is scored even when no query term
         // occurs in it: its tools take slots all the same.
         for &at in &exact_segments {
@@ -685,12 +772,8 @@ impl EnhancedIndex {
         let start = self.start(work.at as usize);
         let from = out.touched.len();
         let [name, server, description, parameters] = &self.factors;
-        for &(pass, hit) in plan.terms.of(work.at) {
-            let Some((pass, &(_, id))) = plan
-                .passes
-                .get(pass as usize)
-                .and_then(|p| Some((p, p.found.hits.get(hit as usize)?)))
-            else {
+        for (entry, pass) in (0u32..).zip(&plan.passes) {
+            let Some((_, id)) = plan.hit(work, entry) else {
                 continue;
             };
             for posting in visit.of(segment.postings.of(id), |p| p.doc) {
@@ -723,8 +806,8 @@ impl EnhancedIndex {
                 }
             }
         }
-        for &(first, second) in plan.bigrams.of(work.at) {
-            for &local in visit.of(segment.name_bigrams.get(&(first, second)), |&d| d) {
+        for pair in (0..plan.bigrams.len()).filter_map(|entry| plan.bigram(work, entry)) {
+            for &local in visit.of(segment.name_bigrams.get(&pair), |&d| d) {
                 let slot = base + local;
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
@@ -746,7 +829,10 @@ impl EnhancedIndex {
         // A word counts once per tool however many of its terms match it.
         stamps.clear();
         stamps.resize(segment.docs.len(), 0);
-        for &(word, id) in plan.evidence.of(work.at) {
+        for &(word, pass) in &plan.evidence {
+            let Some((_, id)) = plan.hit(work, pass) else {
+                continue;
+            };
             for posting in visit.of(segment.postings.of(id), |p| p.doc) {
                 if let Some(stamp) = stamps.get_mut(posting.doc as usize)
                     && *stamp != word + 1
