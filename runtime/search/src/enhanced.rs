@@ -1874,8 +1874,11 @@ impl EnhancedIndex {
     /// A folded copy's evidence counts for the tool it folds into (in the
     /// scored segments: a server's copies fold within its segment).
     fn fold_same_operation_evidence(&self, out: &mut Scores) {
-        let scored: Vec<(u32, u32, u32)> = out.scored_segments(self).collect();
-        for (start, base, len) in scored {
+        if self.same_operations.is_empty() {
+            return;
+        }
+        let scored: Vec<(u32, u32)> = out.scored_segments(self).collect();
+        for (start, len) in scored {
             let from = self
                 .same_operations
                 .partition_point(|&(copy, _)| copy < start);
@@ -1883,7 +1886,11 @@ impl EnhancedIndex {
                 if copy >= start + len {
                     break;
                 }
-                let (copy, first) = (base + copy - start, base + first - start);
+                // A pruned segment scores a copy with its first, or neither.
+                let (Some(copy), Some(first)) = (out.slot(self, copy), out.slot(self, first))
+                else {
+                    continue;
+                };
                 let words = out.evidence.get(copy as usize).copied().unwrap_or(0);
                 if let Some(kept) = out.evidence.get_mut(first as usize) {
                     *kept = (*kept).max(words);
@@ -1906,9 +1913,8 @@ impl EnhancedIndex {
             let Some(first) = self.folds_into(doc) else {
                 return true;
             };
-            // The first is in the copy's segment: its slot is as far
-            // from the copy's as its tool is.
-            let Some(first) = (slot + first).checked_sub(doc) else {
+            // A pruned segment scores a copy with its first.
+            let Some(first) = out.slot(self, first) else {
                 return true;
             };
             let score = out

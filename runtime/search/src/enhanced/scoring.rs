@@ -70,7 +70,8 @@ enum Visit<'a> {
 
 impl<'a> Visit<'a> {
     /// The items of `list` (ascending by `doc`, at most one per tool) of
-    /// the tools visited.
+    /// the tools visited, each with the tool's position among them (its
+    /// segment-local number when every tool is visited).
     fn of<T>(self, list: &'a [T], doc: fn(&T) -> u32) -> Visited<'a, T> {
         Visited {
             list,
@@ -78,6 +79,7 @@ impl<'a> Visit<'a> {
                 Visit::All => None,
                 Visit::Only(docs) => Some(docs),
             },
+            visited: 0,
             doc,
         }
     }
@@ -88,21 +90,25 @@ impl<'a> Visit<'a> {
 struct Visited<'a, T> {
     list: &'a [T],
     only: Option<&'a [u32]>,
+    /// How many of `only` were taken.
+    visited: u32,
     doc: fn(&T) -> u32,
 }
 
 impl<'a, T> Iterator for Visited<'a, T> {
-    type Item = &'a T;
+    type Item = (u32, &'a T);
 
-    fn next(&mut self) -> Option<&'a T> {
+    fn next(&mut self) -> Option<(u32, &'a T)> {
         let Some(only) = &mut self.only else {
             let (first, rest) = self.list.split_first()?;
             self.list = rest;
-            return Some(first);
+            return Some(((self.doc)(first), first));
         };
         loop {
             let (&wanted, rest) = only.split_first()?;
             *only = rest;
+            let position = self.visited;
+            self.visited += 1;
             let doc = self.doc;
             // Tools are ascending and distinct, so `wanted` can be no
             // further than `wanted - first` items on: in a list holding
@@ -119,7 +125,7 @@ impl<'a, T> Iterator for Visited<'a, T> {
                 && doc(first) == wanted
             {
                 self.list = rest;
-                return Some(first);
+                return Some((position, first));
             }
         }
     }
@@ -224,7 +230,8 @@ pub(super) struct Cutoff<'c> {
 /// numbers slots as the catalog numbers tools; one that stops early lays
 /// only the segments it scores out, one after another, so its arrays
 /// (cleared and walked on every search) grow with its work, not with the
-/// catalog.
+/// catalog: a whole segment as its tools go, a pruned one as its
+/// candidates go.
 pub(super) struct Scores {
     pub(super) scores: Vec<f64>,
     pub(super) evidence: Vec<u8>,
@@ -232,6 +239,9 @@ pub(super) struct Scores {
     pub(super) touched: Vec<u32>,
     /// Per segment, its first tool's slot (`u32::MAX`: not scored).
     bases: Vec<u32>,
+    /// Per scored segment, how many slots it has: all its tools, or (when
+    /// fewer) its candidates, in tool order.
+    counts: Vec<u32>,
     /// Per slot, its catalog-wide tool; empty when slots are tools.
     docs: Vec<u32>,
     every_segment: bool,
@@ -246,6 +256,9 @@ impl Scores {
             evidence: vec![0u8; n],
             touched: Vec::new(),
             bases: index.offsets.clone(),
+            counts: (0..index.segments.len())
+                .map(|at| index.segment_len(at))
+                .collect(),
             docs: Vec::new(),
             every_segment: true,
         }
@@ -260,25 +273,42 @@ impl Scores {
             evidence: Vec::with_capacity(most),
             touched: Vec::new(),
             bases: vec![u32::MAX; index.segments.len()],
+            counts: vec![0; index.segments.len()],
             docs: Vec::with_capacity(most),
             every_segment: false,
         }
     }
 
-    /// The first slot of segment `at`, given slots first if it has none.
-    fn make_room(&mut self, index: &EnhancedIndex, at: u32) -> Option<u32> {
+    /// The first slot of segment `at`, given slots first if it has none:
+    /// one per tool `visit` visits.
+    fn make_room(&mut self, index: &EnhancedIndex, at: u32, visit: Visit<'_>) -> Option<u32> {
         let base = *self.bases.get(at as usize)?;
         if base != u32::MAX {
             return Some(base);
         }
         let start = index.start(at as usize);
-        let len = index.segment_len(at as usize);
+        let count = match visit {
+            Visit::All => {
+                let len = index.segment_len(at as usize);
+                self.docs.extend(start..start + len);
+                len
+            }
+            Visit::Only(candidates) => {
+                self.docs
+                    .extend(candidates.iter().map(|&local| start + local));
+                candidates.len() as u32
+            }
+        };
         let base = self.scores.len() as u32;
-        self.scores.resize(self.scores.len() + len as usize, 0.0);
-        self.evidence.resize(self.evidence.len() + len as usize, 0);
-        self.docs.extend(start..start + len);
-        if let Some(slot) = self.bases.get_mut(at as usize) {
+        self.scores.resize(self.scores.len() + count as usize, 0.0);
+        self.evidence
+            .resize(self.evidence.len() + count as usize, 0);
+        if let (Some(slot), Some(slots)) = (
+            self.bases.get_mut(at as usize),
+            self.counts.get_mut(at as usize),
+        ) {
             *slot = base;
+            *slots = count;
         }
         Some(base)
     }
@@ -299,7 +329,17 @@ impl Scores {
         }
         let (at, local) = index.locate(doc)?;
         let base = *self.bases.get(at)?;
-        (base != u32::MAX).then_some(base + local)
+        if base == u32::MAX {
+            return None;
+        }
+        let count = self.counts.get(at).copied().unwrap_or(0);
+        if count == index.segment_len(at) {
+            return Some(base + local);
+        }
+        // A pruned segment's slots are its candidates, in tool order.
+        let candidates = self.docs.get(base as usize..(base + count) as usize)?;
+        let offset = candidates.binary_search(&doc).ok()?;
+        Some(base + offset as u32)
     }
 
     /// The score of `slot` (0 for none).
@@ -307,14 +347,14 @@ impl Scores {
         self.scores.get(slot as usize).copied().unwrap_or(0.0)
     }
 
-    /// Each scored segment's (first tool, first slot, number of tools).
+    /// Each scored segment's first tool and number of tools.
     pub(super) fn scored_segments<'i>(
         &'i self,
         index: &'i EnhancedIndex,
-    ) -> impl Iterator<Item = (u32, u32, u32)> + 'i {
+    ) -> impl Iterator<Item = (u32, u32)> + 'i {
         (0..index.segments.len()).filter_map(move |at| {
             let base = *self.bases.get(at)?;
-            (base != u32::MAX).then(|| (index.start(at), base, index.segment_len(at)))
+            (base != u32::MAX).then(|| (index.start(at), index.segment_len(at)))
         })
     }
 }
@@ -705,7 +745,7 @@ impl EnhancedIndex {
         // An exact match's segment is scored even when no query term
         // occurs in it: its tools take slots all the same.
         for &at in &exact_segments {
-            out.make_room(self, at);
+            out.make_room(self, at, Visit::All);
         }
         // The `limit` best scores so far of tools that may be results.
         let n = self.len();
@@ -766,17 +806,16 @@ impl EnhancedIndex {
         let Some(segment) = self.segments.get(work.at as usize) else {
             return;
         };
-        let Some(base) = out.make_room(self, work.at) else {
+        let Some(base) = out.make_room(self, work.at, visit) else {
             return;
         };
-        let start = self.start(work.at as usize);
         let from = out.touched.len();
         let [name, server, description, parameters] = &self.factors;
         for (entry, pass) in (0u32..).zip(&plan.passes) {
             let Some((_, id)) = plan.hit(work, entry) else {
                 continue;
             };
-            for posting in visit.of(segment.postings.of(id), |p| p.doc) {
+            for (position, posting) in visit.of(segment.postings.of(id), |p| p.doc) {
                 let Some(lengths) = segment.lengths.get(posting.doc as usize) else {
                     continue;
                 };
@@ -797,7 +836,7 @@ impl EnhancedIndex {
                 for (&count, factor) in posting.tf.iter().zip(&factors) {
                     tf += f64::from(count) * factor;
                 }
-                let slot = base + posting.doc;
+                let slot = base + position;
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
                         out.touched.push(slot);
@@ -807,8 +846,8 @@ impl EnhancedIndex {
             }
         }
         for pair in (0..plan.bigrams.len()).filter_map(|entry| plan.bigram(work, entry)) {
-            for &local in visit.of(segment.name_bigrams.get(&pair), |&d| d) {
-                let slot = base + local;
+            for (position, _) in visit.of(segment.name_bigrams.get(&pair), |&d| d) {
+                let slot = base + position;
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     if *score == 0.0 {
                         out.touched.push(slot);
@@ -819,7 +858,7 @@ impl EnhancedIndex {
         }
         if let Some(context) = &plan.context {
             for &slot in out.touched.get(from..).unwrap_or(&[]) {
-                let server = self.server_of(start + slot - base).unwrap_or(0);
+                let server = self.server_of(out.doc(slot)).unwrap_or(0);
                 let bonus = context.get(server as usize).copied().unwrap_or(0.0);
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     *score += SERVER_CONTEXT_WEIGHT * bonus;
@@ -828,17 +867,20 @@ impl EnhancedIndex {
         }
         // A word counts once per tool however many of its terms match it.
         stamps.clear();
-        stamps.resize(segment.docs.len(), 0);
+        stamps.resize(
+            out.counts.get(work.at as usize).copied().unwrap_or(0) as usize,
+            0,
+        );
         for &(word, pass) in &plan.evidence {
             let Some((_, id)) = plan.hit(work, pass) else {
                 continue;
             };
-            for posting in visit.of(segment.postings.of(id), |p| p.doc) {
-                if let Some(stamp) = stamps.get_mut(posting.doc as usize)
+            for (position, _) in visit.of(segment.postings.of(id), |p| p.doc) {
+                if let Some(stamp) = stamps.get_mut(position as usize)
                     && *stamp != word + 1
                 {
                     *stamp = word + 1;
-                    if let Some(words) = out.evidence.get_mut((base + posting.doc) as usize) {
+                    if let Some(words) = out.evidence.get_mut((base + position) as usize) {
                         *words = words.saturating_add(1);
                     }
                 }
