@@ -192,26 +192,25 @@ pub(super) struct Plan<'q> {
     /// Each catalog-wide server's context score, when any is above zero.
     context: Option<Vec<f64>>,
     segments: Vec<SegmentWork>,
-    /// Per segment to score (a row of one entry per pass), which of each
-    /// pass's hits is in it (`u32::MAX`: none), so scoring a segment
-    /// finds its terms without searching each term's hits.
-    hits: Vec<u32>,
+    /// Per segment to score (a row of one entry per pass), each pass's
+    /// term there: its id (`u32::MAX`: none) and largest field counts, so
+    /// scoring a segment finds its terms in one place.
+    hits: Vec<(u32, [u8; FIELDS])>,
 }
 
 impl Plan<'_> {
-    /// Which of `pass`'s hits is in `work`'s segment, and its term id there.
-    fn hit(&self, work: &SegmentWork, pass: u32) -> Option<(u32, u32)> {
+    /// `pass`'s term in `work`'s segment: its id and largest field counts.
+    fn hit(&self, work: &SegmentWork, pass: u32) -> Option<(u32, [u8; FIELDS])> {
         let row = work.row as usize * self.passes.len();
-        let hit = *self.hits.get(row + pass as usize)?;
-        let found = self.passes.get(pass as usize)?.found;
-        found.hits.get(hit as usize).map(|&(_, id)| (hit, id))
+        let &(id, most) = self.hits.get(row + pass as usize)?;
+        (id != u32::MAX).then_some((id, most))
     }
 
     /// Bigram `entry`'s (first, second) term ids in `work`'s segment, when
     /// it holds both.
     fn bigram(&self, work: &SegmentWork, entry: usize) -> Option<(u32, u32)> {
         let &(a, b) = self.bigrams.get(entry)?;
-        Some((self.hit(work, a)?.1, self.hit(work, b)?.1))
+        Some((self.hit(work, a)?.0, self.hit(work, b)?.0))
     }
 }
 
@@ -517,13 +516,13 @@ impl EnhancedIndex {
             });
         }
         let width = plan.passes.len();
-        let mut hits = vec![u32::MAX; work.len() * width];
+        let mut hits = vec![(u32::MAX, [0; FIELDS]); work.len() * width];
         for (pass, entry) in plan.passes.iter().enumerate() {
-            for (hit, &(at, _)) in (0u32..).zip(&entry.found.hits) {
+            for (&(at, id), &most) in entry.found.hits.iter().zip(&entry.found.most) {
                 if let Some(&row) = rows.get(at as usize)
                     && let Some(slot) = hits.get_mut(row as usize * width + pass)
                 {
-                    *slot = hit;
+                    *slot = (id, most);
                 }
             }
         }
@@ -544,6 +543,18 @@ impl EnhancedIndex {
                 f64::from(count) * factor
             })
             .sum()
+    }
+
+    /// The catalog-wide server of segment `at` when it has one only.
+    fn only_server(&self, at: usize) -> Option<u32> {
+        let start = *self.server_starts.get(at)? as usize;
+        let end = self
+            .server_starts
+            .get(at + 1)
+            .map_or(self.server_ids.len(), |&end| end as usize);
+        (end == start + 1)
+            .then(|| self.server_ids.get(start).map(|&(id, _)| id))
+            .flatten()
     }
 
     /// The best context score among the servers of segment `at`.
@@ -579,10 +590,8 @@ impl EnhancedIndex {
         let at = work.at as usize;
         scratch.bounds.clear();
         for (entry, pass) in (0u32..).zip(&plan.passes) {
-            if let Some((hit, _)) = plan.hit(work, entry)
-                && let Some(most) = pass.found.most.get(hit as usize)
-            {
-                let bound = saturated(pass.weight, self.most_tf(most, work.at));
+            if let Some((_, most)) = plan.hit(work, entry) {
+                let bound = saturated(pass.weight, self.most_tf(&most, work.at));
                 scratch.bounds.push((bound, Bonus::Term(entry)));
             }
         }
@@ -635,7 +644,7 @@ impl EnhancedIndex {
         for &(_, bonus) in bounds.get(weak..).unwrap_or(&[]) {
             match bonus {
                 Bonus::Term(entry) => {
-                    if let Some((_, id)) = plan.hit(work, entry) {
+                    if let Some((id, _)) = plan.hit(work, entry) {
                         segment.postings.of(id).iter().for_each(|p| mark(p.doc));
                     }
                 }
@@ -812,7 +821,7 @@ impl EnhancedIndex {
         let from = out.touched.len();
         let [name, server, description, parameters] = &self.factors;
         for (entry, pass) in (0u32..).zip(&plan.passes) {
-            let Some((_, id)) = plan.hit(work, entry) else {
+            let Some((id, _)) = plan.hit(work, entry) else {
                 continue;
             };
             for (position, posting) in visit.of(segment.postings.of(id), |p| p.doc) {
@@ -857,8 +866,10 @@ impl EnhancedIndex {
             }
         }
         if let Some(context) = &plan.context {
+            // Most segments are one server's: one bonus for all their tools.
+            let only = self.only_server(work.at as usize);
             for &slot in out.touched.get(from..).unwrap_or(&[]) {
-                let server = self.server_of(out.doc(slot)).unwrap_or(0);
+                let server = only.or_else(|| self.server_of(out.doc(slot))).unwrap_or(0);
                 let bonus = context.get(server as usize).copied().unwrap_or(0.0);
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     *score += SERVER_CONTEXT_WEIGHT * bonus;
@@ -872,7 +883,7 @@ impl EnhancedIndex {
             0,
         );
         for &(word, pass) in &plan.evidence {
-            let Some((_, id)) = plan.hit(work, pass) else {
+            let Some((id, _)) = plan.hit(work, pass) else {
                 continue;
             };
             for (position, _) in visit.of(segment.postings.of(id), |p| p.doc) {
