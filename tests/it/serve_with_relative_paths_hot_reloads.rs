@@ -4,7 +4,7 @@
 //! plugin dropped into the watched directory is loaded (hot reload), and
 //! `daemon.json` holds absolute paths, so `quiver status --state-dir`
 //! from yet another directory finds the daemon and counts its plugins as
-//! `/v1/status` does.
+//! `/v1/status` does, a file that is no plugin among them as not loaded.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -102,4 +102,43 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
         "{stdout}"
     );
     assert!(stdout.contains("plugins: 1\n"), "{stdout}");
+
+    // A file that is no plugin is listed as not loaded, with its error,
+    // not as healthy; the loaded plugin keeps serving.
+    std::fs::write(conf.join("plugins").join("notes.so"), "not a plugin").unwrap();
+    let mut listed = Value::Null;
+    for _ in 0..300 {
+        listed = status(client.clone(), url.clone(), token.clone()).await;
+        if listed["plugins"]["plugins"]
+            .as_array()
+            .is_some_and(|p| p.len() == 2)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let plugins = listed["plugins"]["plugins"].as_array().unwrap();
+    let broken = plugins
+        .iter()
+        .find(|p| p["file"].as_str().is_some_and(|f| f.ends_with("notes.so")))
+        .unwrap_or_else(|| panic!("the watcher never listed it: {listed}"));
+    assert_eq!(broken["health"], "not_loaded", "{listed}");
+    assert!(broken["last_error"].as_str().is_some(), "{listed}");
+    let printed = quiver_command()
+        .args(["status", "--state-dir"])
+        .arg(&state)
+        .current_dir(temp.path())
+        .env("HOME", temp.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("(not loaded)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("generation -") && line.contains("not_loaded"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("plugins: 2\n"), "{stdout}");
 }

@@ -270,7 +270,9 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
             out,
             "  {:<22} generation {:<4} {} tools  {}{}",
             plugin["name"].as_str().unwrap_or("(not loaded)"),
-            plugin["generation"],
+            plugin["generation"]
+                .as_u64()
+                .map_or_else(|| "-".to_owned(), |g| g.to_string()),
             tools,
             plugin["health"].as_str().unwrap_or_default(),
             plugin["last_error"]
