@@ -84,13 +84,16 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
     assert_eq!(plugins.len(), 1, "the watcher never loaded it: {loaded}");
 
     // `quiver status` from another directory, by the state directory.
-    let printed = quiver_command()
-        .args(["status", "--state-dir"])
-        .arg(&state)
-        .current_dir(temp.path())
-        .env("HOME", temp.path())
-        .output()
-        .unwrap();
+    let quiver_status = || {
+        quiver_command()
+            .args(["status", "--state-dir"])
+            .arg(&state)
+            .current_dir(temp.path())
+            .env("HOME", temp.path())
+            .output()
+            .unwrap()
+    };
+    let printed = quiver_status();
     let stdout = String::from_utf8_lossy(&printed.stdout);
     assert!(
         printed.status.success(),
@@ -124,13 +127,7 @@ async fn relative_paths_hot_reload_and_status_from_elsewhere() {
         .unwrap_or_else(|| panic!("the watcher never listed it: {listed}"));
     assert_eq!(broken["health"], "not_loaded", "{listed}");
     assert!(broken["last_error"].as_str().is_some(), "{listed}");
-    let printed = quiver_command()
-        .args(["status", "--state-dir"])
-        .arg(&state)
-        .current_dir(temp.path())
-        .env("HOME", temp.path())
-        .output()
-        .unwrap();
+    let printed = quiver_status();
     let stdout = String::from_utf8_lossy(&printed.stdout);
     let line = stdout
         .lines()
