@@ -139,6 +139,16 @@ enum Bonus {
     Bigram(u32),
 }
 
+/// Adds `doc` to a segment's `candidates` unless `marks` says it is one.
+fn add_candidate(marks: &mut [bool], candidates: &mut Vec<u32>, doc: u32) {
+    if let Some(marked) = marks.get_mut(doc as usize)
+        && !*marked
+    {
+        *marked = true;
+        candidates.push(doc);
+    }
+}
+
 /// Buffers reused across the segments of one query.
 #[derive(Default)]
 struct Scratch {
@@ -547,26 +557,25 @@ impl EnhancedIndex {
 
     /// The catalog-wide server of segment `at` when it has one only.
     fn only_server(&self, at: usize) -> Option<u32> {
-        let start = *self.server_starts.get(at)? as usize;
-        let end = self
-            .server_starts
-            .get(at + 1)
-            .map_or(self.server_ids.len(), |&end| end as usize);
-        (end == start + 1)
-            .then(|| self.server_ids.get(start).map(|&(id, _)| id))
-            .flatten()
+        match self.servers_of_segment(at) {
+            &[(id, _)] => Some(id),
+            _ => None,
+        }
     }
 
-    /// The best context score among the servers of segment `at`.
-    fn best_context(&self, at: usize, context: &[f64]) -> f64 {
+    /// Segment `at`'s servers: (catalog-wide id, whether its text counts).
+    fn servers_of_segment(&self, at: usize) -> &[(u32, bool)] {
         let start = self.server_starts.get(at).copied().unwrap_or(0) as usize;
         let end = self
             .server_starts
             .get(at + 1)
             .map_or(self.server_ids.len(), |&end| end as usize);
-        self.server_ids
-            .get(start..end)
-            .unwrap_or(&[])
+        self.server_ids.get(start..end).unwrap_or(&[])
+    }
+
+    /// The best context score among the servers of segment `at`.
+    fn best_context(&self, at: usize, context: &[f64]) -> f64 {
+        self.servers_of_segment(at)
             .iter()
             .filter_map(|&(id, _)| context.get(id as usize).copied())
             .fold(0.0, f64::max)
@@ -633,14 +642,7 @@ impl EnhancedIndex {
             bounds,
             ..
         } = scratch;
-        let mut mark = |doc: u32| {
-            if let Some(marked) = marks.get_mut(doc as usize)
-                && !*marked
-            {
-                *marked = true;
-                candidates.push(doc);
-            }
-        };
+        let mut mark = |doc: u32| add_candidate(marks, candidates, doc);
         for &(_, bonus) in bounds.get(weak..).unwrap_or(&[]) {
             match bonus {
                 Bonus::Term(entry) => {
@@ -675,12 +677,8 @@ impl EnhancedIndex {
                     } else {
                         (first, copy)
                     };
-                    if marks.get(from as usize).copied().unwrap_or(false)
-                        && let Some(marked) = marks.get_mut(to as usize)
-                        && !*marked
-                    {
-                        *marked = true;
-                        candidates.push(to);
+                    if marks.get(from as usize).copied().unwrap_or(false) {
+                        add_candidate(marks, candidates, to);
                     }
                 }
             }
@@ -691,12 +689,7 @@ impl EnhancedIndex {
                 break;
             };
             for &needed in segment.prerequisites.get(&doc).into_iter().flatten() {
-                if let Some(marked) = marks.get_mut(needed as usize)
-                    && !*marked
-                {
-                    *marked = true;
-                    candidates.push(needed);
-                }
+                add_candidate(marks, candidates, needed);
             }
         }
         fold(candidates, marks);
