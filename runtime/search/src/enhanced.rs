@@ -495,6 +495,17 @@ struct Found {
     /// Per hit, the term's largest count in each field there.
     most: Vec<[u8; FIELDS]>,
     df: usize,
+    /// For a term common across the directory's segments: no hits above,
+    /// the term is looked up in each segment a search scores.
+    common: Option<Common>,
+}
+
+/// A common term's run in the directory and its largest field counts in
+/// any segment (a bound for the segments a search does not visit).
+#[derive(Debug, Clone, Copy)]
+struct Common {
+    run: (u32, u32),
+    most: [u8; FIELDS],
 }
 
 /// What one distinct query word matches beyond itself, worked out once per
@@ -1046,12 +1057,16 @@ pub struct EnhancedIndex {
     /// The positions of the segments the directory does not cover (all of
     /// them without one), looked up one by one.
     overlay: Vec<u32>,
+    /// Per segment position, its directory slot (`u32::MAX`: uncovered).
+    position_slots: Vec<u32>,
+    /// The directory's slots whose segments have left this index.
+    dropped_slots: Vec<u32>,
+    /// Per field, the largest of `shortest_factors`: bounds a term in any
+    /// segment.
+    widest_factors: [f64; FIELDS],
     /// Catalog-wide (copy, first) of the tools making the same call as a
     /// tool their server lists earlier, sorted.
     same_operations: Vec<(u32, u32)>,
-    /// Each tool's catalog-wide server: the server-context bonus is added
-    /// per matching tool, which can be most of a large catalog.
-    doc_servers: Vec<u32>,
     /// Per segment and field, the factor (see `factors`) at the segment's
     /// shortest length of the field: the largest any of its tools has, so
     /// bounding a segment a search skips costs no visit to it.
@@ -1104,7 +1119,6 @@ impl EnhancedIndex {
         positions.reserve(segments.len());
         let mut overlay = Vec::new();
         let mut same_operations = Vec::new();
-        let mut doc_servers = Vec::new();
         let mut min_lengths = Vec::with_capacity(segments.len());
         let mut offsets = Vec::with_capacity(segments.len() + 1);
         let mut total = 0u32;
@@ -1155,11 +1169,6 @@ impl EnhancedIndex {
                     }
                 }
             }
-            doc_servers.extend(segment.doc_servers.iter().map(|&server| {
-                server_ids
-                    .get(server_start + server as usize)
-                    .map_or(0, |&(id, _)| id)
-            }));
         }
         offsets.push(total);
         let n = f64::from(total);
@@ -1177,7 +1186,7 @@ impl EnhancedIndex {
         let total_server_length: f64 = server_lengths.iter().map(|&l| f64::from(l)).sum();
         let server_average_length =
             (total_server_length / server_lengths.len().max(1) as f64).max(1.0);
-        let shortest_factors = min_lengths
+        let shortest_factors: Vec<[f64; FIELDS]> = min_lengths
             .iter()
             .map(|shortest: &[u16; FIELDS]| {
                 std::array::from_fn(|field| {
@@ -1193,7 +1202,7 @@ impl EnhancedIndex {
             })
             .collect();
         same_operations.sort_unstable();
-        let slot_positions = directory
+        let slot_positions: Vec<u32> = directory
             .as_ref()
             .map(|d| {
                 d.keys
@@ -1202,6 +1211,20 @@ impl EnhancedIndex {
                     .collect()
             })
             .unwrap_or_default();
+        let mut position_slots = vec![u32::MAX; segments.len()];
+        let mut dropped_slots = Vec::new();
+        for (slot, &at) in (0u32..).zip(&slot_positions) {
+            match position_slots.get_mut(at as usize) {
+                Some(entry) => *entry = slot,
+                None => dropped_slots.push(slot),
+            }
+        }
+        let widest_factors = std::array::from_fn(|field| {
+            shortest_factors
+                .iter()
+                .filter_map(|factors: &[f64; FIELDS]| factors.get(field).copied())
+                .fold(0.0, f64::max)
+        });
         EnhancedIndex {
             analyzer: Analyzer::default(),
             segments,
@@ -1214,8 +1237,10 @@ impl EnhancedIndex {
             directory,
             slot_positions,
             overlay,
+            position_slots,
+            dropped_slots,
+            widest_factors,
             same_operations,
-            doc_servers,
             shortest_factors,
         }
     }
@@ -1280,9 +1305,15 @@ impl EnhancedIndex {
         }
     }
 
-    /// The catalog-wide server of catalog-wide tool `doc`.
-    fn server_of(&self, doc: u32) -> Option<u32> {
-        self.doc_servers.get(doc as usize).copied()
+    /// The catalog-wide server of tool `local` of segment `at`. Read
+    /// through the segment's own table, not from a catalog-wide one: that
+    /// would be rebuilt, 100,000 entries, on every change.
+    fn server_of(&self, at: usize, local: u32) -> Option<u32> {
+        let server = *self.segments.get(at)?.doc_servers.get(local as usize)?;
+        let start = *self.server_starts.get(at)?;
+        self.server_ids
+            .get((start + server) as usize)
+            .map(|&(id, _)| id)
     }
 
     /// The position in this index of the directory's segment `slot`, if
@@ -1326,23 +1357,30 @@ impl EnhancedIndex {
     }
 
     /// Calls `each` with (segment position, the term there) for each
-    /// segment holding `term`: the directory's in slot order, then the
-    /// uncovered segments'.
+    /// segment holding `term`: the directory's in slot order, with the
+    /// uncovered segments' merged in by position. So the hits come in
+    /// segment order whenever the directory's slots are in it (always but
+    /// for a directory built before the catalog's order changed): a
+    /// replaced segment costs a common term no sort of its hundreds of
+    /// hits.
     fn each_term_hit(&self, term: &str, mut each: impl FnMut(u32, TermHit)) {
+        let mut own = self
+            .uncovered()
+            .filter_map(|(at, segment)| Some((at, segment.term_hit(segment.terms.get(term)?))))
+            .peekable();
         for &(slot, hit) in self
             .directory
             .as_deref()
             .map_or(&[][..], |d| d.terms.get(term))
         {
             if let Some(at) = self.position_of_slot(slot) {
+                while let Some((before, own_hit)) = own.next_if(|&(other, _)| other < at) {
+                    each(before, own_hit);
+                }
                 each(at, hit);
             }
         }
-        for (at, segment) in self.uncovered() {
-            if let Some(id) = segment.terms.get(term) {
-                each(at, segment.term_hit(id));
-            }
-        }
+        own.for_each(|(at, hit)| each(at, hit));
     }
 
     /// Whether a segment of this index holds `term` ([`Self::resolve`]
@@ -1360,11 +1398,15 @@ impl EnhancedIndex {
     /// `term`'s hits in segment order, when any segment holds it. Built in
     /// one pass: the hits of a common term run to hundreds.
     fn resolve(&self, term: &str) -> Option<Found> {
+        if let Some(found) = self.resolve_common(term) {
+            return found;
+        }
         let mut found = Found {
             term: term.to_owned(),
             hits: Vec::new(),
             most: Vec::new(),
             df: 0,
+            common: None,
         };
         let listed = self
             .directory
@@ -1383,8 +1425,8 @@ impl EnhancedIndex {
         if found.hits.is_empty() {
             return None;
         }
-        // Out of order only when an uncovered segment (or a directory
-        // built before the catalog's order changed) comes between.
+        // Out of order only under a directory built before the catalog's
+        // order changed.
         if !ordered {
             let mut hits: Vec<((u32, u32), [u8; FIELDS])> =
                 found.hits.into_iter().zip(found.most).collect();
@@ -1392,6 +1434,59 @@ impl EnhancedIndex {
             (found.hits, found.most) = hits.into_iter().unzip();
         }
         Some(found)
+    }
+
+    /// `term` when the directory counts it common (`None` otherwise): its
+    /// document frequency from the directory's total, less the segments
+    /// that have left, plus the uncovered ones; no hits.
+    fn resolve_common(&self, term: &str) -> Option<Option<Found>> {
+        let directory = self.directory.as_deref()?;
+        let run = directory.terms.run(term)?;
+        let total = directory.common_terms.get(&run.0)?;
+        let hits = directory.terms.run_hits(run);
+        let mut df = total.df;
+        let mut most = total.most;
+        for &slot in &self.dropped_slots {
+            if let Ok(at) = hits.binary_search_by_key(&slot, |&(slot, _)| slot)
+                && let Some((_, hit)) = hits.get(at)
+            {
+                df -= u64::from(hit.df);
+            }
+        }
+        for (_, segment) in self.uncovered() {
+            if let Some(id) = segment.terms.get(term) {
+                let hit = segment.term_hit(id);
+                df += u64::from(hit.df);
+                for (most, &count) in most.iter_mut().zip(&hit.most) {
+                    *most = (*most).max(count);
+                }
+            }
+        }
+        Some((df > 0).then(|| Found {
+            term: term.to_owned(),
+            hits: Vec::new(),
+            most: Vec::new(),
+            df: df as usize,
+            common: Some(Common { run, most }),
+        }))
+    }
+
+    /// Common term `found` in segment `at`, if it is there.
+    fn common_in(&self, found: &Found, common: &Common, at: u32) -> Option<TermHit> {
+        match self.position_slots.get(at as usize) {
+            Some(&slot) if slot != u32::MAX => {
+                let hits = self.directory.as_deref()?.terms.run_hits(common.run);
+                let index = hits.binary_search_by_key(&slot, |&(slot, _)| slot).ok()?;
+                hits.get(index).map(|&(_, hit)| hit)
+            }
+            _ => {
+                let segment = self.segments.get(at as usize)?;
+                segment
+                    .terms
+                    .get(&found.term)
+                    .map(|id| segment.term_hit(id))
+            }
+        }
     }
 
     /// Where one index over every tool would number `term`: ids count
@@ -1670,7 +1765,7 @@ impl EnhancedIndex {
         let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
         let exact = self.exact_matches(&text);
         let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
-        let plan = self.plan(&words, &unique, &expansions);
+        let mut plan = self.plan(&words, &unique, &expansions);
         // A lexical search stops once no segment left can reach its results.
         let cutoff = fusion.is_none().then_some(Cutoff {
             limit,
@@ -1678,7 +1773,7 @@ impl EnhancedIndex {
             exact: &exact,
             allowed: &allowed,
         });
-        let mut out = self.score_plan(&plan, cutoff.as_ref());
+        let mut out = self.score_plan(&mut plan, cutoff.as_ref());
         self.fold_same_operation_evidence(&mut out);
         let lexical = Lexical {
             scores: &out.scores,

@@ -20,7 +20,9 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{EnhancedSegment, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX, TermHit};
+use super::{
+    EnhancedSegment, FIELDS, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX, TermHit,
+};
 
 /// A segment's server (segment-local) and how often it says a term.
 type ServerCount = (u32, u16);
@@ -28,7 +30,7 @@ type ServerCount = (u32, u16);
 /// Keys to their hits, each a (segment slot, value), flat: one allocation
 /// holds every key's hits, a key maps to its range.
 pub(super) struct Table<K, T> {
-    ranges: HashMap<K, (u32, u32)>,
+    pub(super) ranges: HashMap<K, (u32, u32)>,
     hits: Vec<(u32, T)>,
 }
 
@@ -71,9 +73,18 @@ impl<K: Hash + Eq + Borrow<str> + Clone, T: Copy> Table<K, T> {
 
     /// The hits of `key`.
     pub(super) fn get(&self, key: &str) -> &[(u32, T)] {
-        self.ranges
-            .get(key)
-            .and_then(|&(start, len)| self.hits.get(start as usize..(start + len) as usize))
+        self.ranges.get(key).map_or(&[], |&run| self.run_hits(run))
+    }
+
+    /// Where the hits of `key` are: (start, length).
+    pub(super) fn run(&self, key: &str) -> Option<(u32, u32)> {
+        self.ranges.get(key).copied()
+    }
+
+    /// The hits of a run [`Self::run`] gave.
+    pub(super) fn run_hits(&self, (start, len): (u32, u32)) -> &[(u32, T)] {
+        self.hits
+            .get(start as usize..(start + len) as usize)
             .unwrap_or(&[])
     }
 
@@ -87,6 +98,19 @@ impl<K: Hash + Eq + Borrow<str> + Clone, T: Copy> Table<K, T> {
     }
 }
 
+/// A term is common (see [`Directory::common_terms`]) in at least this
+/// many segments: below it, reading its hits costs little.
+pub(super) const COMMON_TERM_SEGMENTS: u32 = 32;
+
+/// A common term's statistics over a directory's segments.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TermTotal {
+    /// The number of tools it occurs in.
+    pub(super) df: u64,
+    /// Its largest count in each field.
+    pub(super) most: [u8; FIELDS],
+}
+
 /// Where the dictionary keys of a set of segments occur, by segment slot
 /// (an index into `keys`).
 pub struct Directory {
@@ -97,6 +121,12 @@ pub struct Directory {
     /// common term's statistics in 500 segments from one run here
     /// instead of visiting each segment.
     pub(super) terms: Table<Arc<str>, TermHit>,
+    /// Per common term (one in at least half the segments, and in
+    /// [`COMMON_TERM_SEGMENTS`] or more), by the start of its run in
+    /// `terms`: its document frequency and largest field counts over the
+    /// whole run. A search reads these instead of the run, and looks the
+    /// term up only in the few segments it scores.
+    pub(super) common_terms: HashMap<u32, TermTotal>,
     /// The ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or more, sorted,
     /// for the terms a query term begins.
     pub(super) extension_terms: Vec<Arc<str>>,
@@ -182,6 +212,24 @@ impl Directory {
         typo_lexicon.finish();
         let typo_slots = Lists::from_lists(&slot_lists);
         let terms = Table::build(terms);
+        let common_terms = terms
+            .ranges
+            .values()
+            .filter(|&&(_, len)| len >= COMMON_TERM_SEGMENTS && len as usize * 2 >= keys.len())
+            .map(|&run| {
+                let mut total = TermTotal {
+                    df: 0,
+                    most: [0; FIELDS],
+                };
+                for (_, hit) in terms.run_hits(run) {
+                    total.df += u64::from(hit.df);
+                    for (most, &count) in total.most.iter_mut().zip(&hit.most) {
+                        *most = (*most).max(count);
+                    }
+                }
+                (run.0, total)
+            })
+            .collect();
         let mut extension_terms: Vec<Arc<str>> = terms
             .keys()
             .filter(|term| term.len() >= MIN_EXTENSION_PREFIX && term.is_ascii())
@@ -192,6 +240,7 @@ impl Directory {
             keys,
             covered,
             terms,
+            common_terms,
             extension_terms,
             exact_names: Table::build(exact_names),
             server_terms: Table::build(server_terms),

@@ -23,6 +23,14 @@
 //! catalog would make, so the results match one index over every tool
 //! exactly.
 //!
+//! A term common across a large catalog (in half the directory's
+//! segments or more, see [`super::directory`]) gets no per-segment hits:
+//! it is looked up only in the segments that are scored, and the segments
+//! holding nothing else are bounded as one (its largest counts at the
+//! widest factors, with the best context bonus) and laid out only if that
+//! bound may reach the results. So a query with such a word costs
+//! hundreds of visits only when the word alone decides it.
+//!
 //! Fusion with embeddings needs every lexical score (they are normalised
 //! by the best and weighed against every similarity), so a fused search
 //! scores every segment, in catalog order.
@@ -52,6 +60,7 @@ struct Pass<'q> {
 
 /// A segment with something to score, and the most any of its tools can
 /// score.
+#[derive(Clone, Copy)]
 struct SegmentWork {
     at: u32,
     bound: f64,
@@ -163,9 +172,9 @@ struct Scratch {
 }
 
 /// Segments ordered by bound, the higher first, ties in catalog order.
-struct BestBound<'w>(&'w SegmentWork);
+struct BestBound(SegmentWork);
 
-impl Ord for BestBound<'_> {
+impl Ord for BestBound {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0
             .bound
@@ -174,19 +183,19 @@ impl Ord for BestBound<'_> {
     }
 }
 
-impl PartialOrd for BestBound<'_> {
+impl PartialOrd for BestBound {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for BestBound<'_> {
+impl PartialEq for BestBound {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other).is_eq()
     }
 }
 
-impl Eq for BestBound<'_> {}
+impl Eq for BestBound {}
 
 /// A query's scoring work. What it needs in one segment is found there
 /// when that segment is scored (each term's hits are in segment order), so
@@ -206,6 +215,12 @@ pub(super) struct Plan<'q> {
     /// term there: its id (`u32::MAX`: none) and largest field counts, so
     /// scoring a segment finds its terms in one place.
     hits: Vec<(u32, [u8; FIELDS])>,
+    /// Per segment position, its row (`u32::MAX`: none yet).
+    rows: Vec<u32>,
+    /// While the segments holding common terms only (see
+    /// [`Found::common`]) have no rows: the most any of their tools can
+    /// score. Laid out only when they may reach the results.
+    rest_bound: Option<f64>,
 }
 
 impl Plan<'_> {
@@ -471,73 +486,172 @@ impl EnhancedIndex {
             context,
             segments: Vec::new(),
             hits: Vec::new(),
+            rows: vec![u32::MAX; self.segments.len()],
+            rest_bound: None,
         };
         self.lay_out(&mut plan);
         plan
     }
 
-    /// Finds each segment with something to score, its bound (the bigram
-    /// bonuses it holds, then each term's most, then its servers' best
-    /// context bonus) and which of each pass's hits it holds.
+    /// Finds each segment holding a term other than a common one and lays
+    /// it out (see [`Self::add_rows`]); bounds the segments holding common
+    /// terms only, which are laid out when they may reach the results.
     fn lay_out(&self, plan: &mut Plan<'_>) {
-        let count = self.segments.len();
-        let mut bounds = vec![0.0f64; count];
-        // Per segment, its row (`u32::MAX`: nothing to score).
-        let mut rows = vec![u32::MAX; count];
-        for &(a, b) in &plan.bigrams {
-            let (Some(a), Some(b)) = (plan.passes.get(a as usize), plan.passes.get(b as usize))
-            else {
-                continue;
-            };
-            // Both in segment order: the segments holding both.
-            let mut second = b.found.hits.iter().peekable();
-            for &(at, _) in &a.found.hits {
-                while second.next_if(|&&(other, _)| other < at).is_some() {}
-                if second.peek().is_some_and(|&&(other, _)| other == at)
-                    && let Some(bound) = bounds.get_mut(at as usize)
-                {
-                    *bound += NAME_BIGRAM_BONUS;
+        let mut held = vec![false; self.segments.len()];
+        for pass in plan
+            .passes
+            .iter()
+            .filter(|pass| pass.found.common.is_none())
+        {
+            for &(at, _) in &pass.found.hits {
+                if let Some(held) = held.get_mut(at as usize) {
+                    *held = true;
                 }
+            }
+        }
+        let ats: Vec<u32> = (0u32..)
+            .zip(&held)
+            .filter(|(_, held)| **held)
+            .map(|(at, _)| at)
+            .collect();
+        self.add_rows(plan, &ats);
+        if plan.passes.iter().any(|pass| pass.found.common.is_some()) {
+            plan.rest_bound = Some(self.rest_bound(plan));
+        }
+    }
+
+    /// Gives each segment of `ats` (none with a row yet) a row: each
+    /// pass's term there, from its hits or, for a common term, looked up;
+    /// and its bound: the bigram bonuses it holds, then each term's most,
+    /// then its servers' best context bonus.
+    fn add_rows(&self, plan: &mut Plan<'_>, ats: &[u32]) {
+        let width = plan.passes.len();
+        let first = plan.segments.len();
+        for &at in ats {
+            let row = plan.segments.len() as u32;
+            if let Some(slot) = plan.rows.get_mut(at as usize) {
+                *slot = row;
+            }
+            plan.segments.push(SegmentWork {
+                at,
+                bound: 0.0,
+                row,
+            });
+        }
+        plan.hits
+            .resize(plan.segments.len() * width, (u32::MAX, [0; FIELDS]));
+        for (pass, entry) in plan.passes.iter().enumerate() {
+            match &entry.found.common {
+                None => {
+                    for (&(at, id), &most) in entry.found.hits.iter().zip(&entry.found.most) {
+                        if let Some(&row) = plan.rows.get(at as usize)
+                            && row as usize >= first
+                            && let Some(slot) = plan.hits.get_mut(row as usize * width + pass)
+                        {
+                            *slot = (id, most);
+                        }
+                    }
+                }
+                Some(common) => {
+                    for work in plan.segments.get(first..).unwrap_or(&[]) {
+                        if let Some(hit) = self.common_in(entry.found, common, work.at)
+                            && let Some(slot) = plan.hits.get_mut(work.row as usize * width + pass)
+                        {
+                            *slot = (hit.id, hit.most);
+                        }
+                    }
+                }
+            }
+        }
+        let Plan {
+            passes,
+            bigrams,
+            context,
+            segments,
+            hits,
+            ..
+        } = plan;
+        for work in segments.get_mut(first..).unwrap_or(&mut []) {
+            let row = hits
+                .get(work.row as usize * width..(work.row as usize + 1) * width)
+                .unwrap_or(&[]);
+            let held = |pass: u32| {
+                row.get(pass as usize)
+                    .is_some_and(|&(id, _)| id != u32::MAX)
+            };
+            let mut bound = 0.0;
+            for &(a, b) in bigrams.iter() {
+                if held(a) && held(b) {
+                    bound += NAME_BIGRAM_BONUS;
+                }
+            }
+            for (pass, &(id, most)) in passes.iter().zip(row) {
+                if id != u32::MAX {
+                    bound += saturated(pass.weight, self.most_tf(&most, work.at));
+                }
+            }
+            if let Some(context) = context {
+                bound += SERVER_CONTEXT_WEIGHT * self.best_context(work.at as usize, context);
+            }
+            work.bound = bound;
+        }
+    }
+
+    /// The most any tool of a segment without a row can score: there only
+    /// common terms occur, each at most its largest counts in any segment
+    /// at the widest factors, with the bigrams of two common terms and the
+    /// best context bonus of any server.
+    fn rest_bound(&self, plan: &Plan<'_>) -> f64 {
+        let common = |pass: u32| {
+            plan.passes
+                .get(pass as usize)
+                .is_some_and(|pass| pass.found.common.is_some())
+        };
+        let mut bound = 0.0;
+        for &(a, b) in &plan.bigrams {
+            if common(a) && common(b) {
+                bound += NAME_BIGRAM_BONUS;
             }
         }
         for pass in &plan.passes {
-            for (&(at, _), most) in pass.found.hits.iter().zip(&pass.found.most) {
-                if let Some(bound) = bounds.get_mut(at as usize) {
-                    *bound += saturated(pass.weight, self.most_tf(most, at));
-                }
-                if let Some(row) = rows.get_mut(at as usize) {
-                    *row = 0;
-                }
+            if let Some(common) = &pass.found.common {
+                let tf: f64 = common
+                    .most
+                    .iter()
+                    .zip(&self.widest_factors)
+                    .map(|(&count, factor)| f64::from(count) * factor)
+                    .sum();
+                bound += saturated(pass.weight, tf);
             }
         }
-        let mut work = Vec::new();
-        for (at, (&bound, row)) in (0u32..).zip(bounds.iter().zip(rows.iter_mut())) {
-            if *row == u32::MAX {
-                continue;
-            }
-            *row = work.len() as u32;
-            let context = plan.context.as_ref().map_or(0.0, |context| {
-                SERVER_CONTEXT_WEIGHT * self.best_context(at as usize, context)
-            });
-            work.push(SegmentWork {
-                at,
-                bound: bound + context,
-                row: *row,
-            });
+        if let Some(context) = &plan.context {
+            bound += SERVER_CONTEXT_WEIGHT * context.iter().copied().fold(0.0, f64::max);
         }
-        let width = plan.passes.len();
-        let mut hits = vec![(u32::MAX, [0; FIELDS]); work.len() * width];
-        for (pass, entry) in plan.passes.iter().enumerate() {
-            for (&(at, id), &most) in entry.found.hits.iter().zip(&entry.found.most) {
-                if let Some(&row) = rows.get(at as usize)
-                    && let Some(slot) = hits.get_mut(row as usize * width + pass)
-                {
-                    *slot = (id, most);
-                }
+        bound
+    }
+
+    /// Lays out the segments that hold a common term and no row yet;
+    /// returns their work.
+    fn lay_out_rest(&self, plan: &mut Plan<'_>) -> Vec<SegmentWork> {
+        plan.rest_bound = None;
+        let mut held = vec![false; self.segments.len()];
+        for pass in &plan.passes {
+            if pass.found.common.is_some() {
+                self.each_term_hit(&pass.found.term, |at, _| {
+                    if let Some(held) = held.get_mut(at as usize) {
+                        *held = true;
+                    }
+                });
             }
         }
-        plan.segments = work;
-        plan.hits = hits;
+        let ats: Vec<u32> = (0u32..)
+            .zip(&held)
+            .filter(|&(at, &held)| held && plan.rows.get(at as usize) == Some(&u32::MAX))
+            .map(|(at, _)| at)
+            .collect();
+        let first = plan.segments.len();
+        self.add_rows(plan, &ats);
+        plan.segments.get(first..).unwrap_or(&[]).to_vec()
     }
 
     /// The most field-weighted count a term can have in segment `at` under
@@ -700,32 +814,23 @@ impl EnhancedIndex {
     /// Scores `plan`'s segments: all of them in catalog order with no
     /// `cutoff` (fusion needs every score), otherwise best bound first
     /// until no segment left can reach the results.
-    pub(super) fn score_plan(&self, plan: &Plan<'_>, cutoff: Option<&Cutoff<'_>>) -> Scores {
+    pub(super) fn score_plan(&self, plan: &mut Plan<'_>, cutoff: Option<&Cutoff<'_>>) -> Scores {
         let mut scratch = Scratch::default();
         let Some(cutoff) = cutoff.filter(|c| c.limit > 0) else {
+            if plan.rest_bound.is_some() {
+                self.lay_out_rest(plan);
+            }
+            let mut order = plan.segments.clone();
+            order.sort_unstable_by_key(|work| work.at);
             let mut out = Scores::every_segment(self);
-            for work in &plan.segments {
+            for work in &order {
                 self.score_segment(plan, work, Visit::All, &mut out, &mut scratch.stamps);
             }
             return out;
         };
-        // Room for every segment with a term, and the exact matches'.
-        let most = plan
-            .segments
-            .iter()
-            .map(|work| work.at)
-            .chain(
-                cutoff
-                    .exact
-                    .iter()
-                    .filter_map(|&doc| Some(self.locate(doc)?.0 as u32)),
-            )
-            .map(|at| self.segment_len(at as usize) as usize)
-            .sum();
-        let mut out = Scores::segment_by_segment(self, most);
-
         // The exact-name pass's segments first, whatever their bound: their
-        // tools are results, and so may be their prerequisites.
+        // tools are results, and so may be their prerequisites. Each gets a
+        // row, though it may hold common terms only.
         let mut exact_segments: Vec<u32> = cutoff
             .exact
             .iter()
@@ -733,17 +838,28 @@ impl EnhancedIndex {
             .collect();
         exact_segments.sort_unstable();
         exact_segments.dedup();
-        let (mut forced, rest): (Vec<&SegmentWork>, Vec<&SegmentWork>) = plan
+        let unlaid: Vec<u32> = exact_segments
+            .iter()
+            .copied()
+            .filter(|&at| plan.rows.get(at as usize) == Some(&u32::MAX))
+            .collect();
+        self.add_rows(plan, &unlaid);
+        // Room for every segment with a row, and the exact matches'.
+        let most = plan
+            .segments
+            .iter()
+            .map(|work| self.segment_len(work.at as usize) as usize)
+            .sum();
+        let mut out = Scores::segment_by_segment(self, most);
+        let (mut forced, rest): (Vec<SegmentWork>, Vec<SegmentWork>) = plan
             .segments
             .iter()
             .partition(|work| exact_segments.binary_search(&work.at).is_ok());
-        forced.sort_by(|a, b| BestBound(b).cmp(&BestBound(a)));
+        // Worst first: they are popped from the end.
+        forced.sort_by_key(|work| BestBound(*work));
         // Then the rest, best bound first, from a heap: a search usually
         // stops after a few of hundreds.
-        let mut rest: BinaryHeap<BestBound<'_>> = rest.into_iter().map(BestBound).collect();
-        let order = forced
-            .into_iter()
-            .chain(std::iter::from_fn(move || rest.pop().map(|next| next.0)));
+        let mut heap: BinaryHeap<BestBound> = rest.into_iter().map(BestBound).collect();
         // An exact match's segment is scored even when no query term
         // occurs in it: its tools take slots all the same.
         for &at in &exact_segments {
@@ -752,30 +868,47 @@ impl EnhancedIndex {
         // The `limit` best scores so far of tools that may be results.
         let n = self.len();
         let mut best: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(cutoff.limit.min(n) + 1);
-        for work in order {
-            let forced = exact_segments.binary_search(&work.at).is_ok();
-            if !forced
-                && best.len() >= cutoff.limit
-                && best.peek().is_some_and(|&Reverse(lowest)| {
-                    f64::from_bits(lowest) > work.bound * (1.0 + BOUND_MARGIN) + BOUND_MARGIN
-                })
+        loop {
+            let full = best.len() >= cutoff.limit;
+            let lowest = best
+                .peek()
+                .filter(|_| full)
+                .map(|&Reverse(lowest)| f64::from_bits(lowest));
+            let beaten = |bound: f64| {
+                lowest.is_some_and(|l| l > bound * (1.0 + BOUND_MARGIN) + BOUND_MARGIN)
+            };
+            // The segments of common terms only are laid out once they may
+            // hold a better tool than the next segment with a row.
+            if let Some(rest) = plan.rest_bound
+                && forced.is_empty()
             {
+                if beaten(rest) {
+                    plan.rest_bound = None;
+                } else if heap.peek().is_none_or(|next| rest >= next.0.bound) {
+                    heap.extend(self.lay_out_rest(plan).into_iter().map(BestBound));
+                    continue;
+                }
+            }
+            let (work, forced_now) = match forced.pop() {
+                Some(work) => (work, true),
+                None => match heap.pop() {
+                    Some(next) => (next.0, false),
+                    None => break,
+                },
+            };
+            if !forced_now && beaten(work.bound) {
                 break;
             }
             let from = out.touched.len();
             // Once the results are full, only the tools that can reach
             // them (and those their results depend on) are scored.
-            let lowest = best
-                .peek()
-                .filter(|_| !forced && best.len() >= cutoff.limit)
-                .map(|&Reverse(lowest)| f64::from_bits(lowest));
-            let visit = match lowest {
-                Some(lowest) if self.reachable(plan, work, lowest, &mut scratch) => {
+            let visit = match lowest.filter(|_| !forced_now) {
+                Some(lowest) if self.reachable(plan, &work, lowest, &mut scratch) => {
                     Visit::Only(&scratch.candidates)
                 }
                 _ => Visit::All,
             };
-            self.score_segment(plan, work, visit, &mut out, &mut scratch.stamps);
+            self.score_segment(plan, &work, visit, &mut out, &mut scratch.stamps);
             for &slot in out.touched.get(from..).unwrap_or(&[]) {
                 let doc = out.doc(slot);
                 let counts = clears_floor(&out.scores, &out.evidence, cutoff.floor, slot)
@@ -861,8 +994,12 @@ impl EnhancedIndex {
         if let Some(context) = &plan.context {
             // Most segments are one server's: one bonus for all their tools.
             let only = self.only_server(work.at as usize);
+            let start = self.start(work.at as usize);
             for &slot in out.touched.get(from..).unwrap_or(&[]) {
-                let server = only.or_else(|| self.server_of(out.doc(slot))).unwrap_or(0);
+                let local = out.doc(slot) - start;
+                let server = only
+                    .or_else(|| self.server_of(work.at as usize, local))
+                    .unwrap_or(0);
                 let bonus = context.get(server as usize).copied().unwrap_or(0.0);
                 if let Some(score) = out.scores.get_mut(slot as usize) {
                     *score += SERVER_CONTEXT_WEIGHT * bonus;

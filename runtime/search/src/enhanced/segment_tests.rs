@@ -412,7 +412,13 @@ fn a_stale_directory_offers_no_typo_match_for_a_word_whose_segments_left() {
 /// needs a gadget id that `lookup_gadget_id` gives, `purge_gadget` makes the
 /// same call as `remove_gadget` (and folds into it), and so does
 /// `lookup_gadget_label_id` as `lookup_gadget_id`; fillers share words.
-fn gadget_servers(seed: u64) -> Vec<(String, Vec<Arc<Tool>>)> {
+/// With `rare`, each `remove_gadget` names one of ten words besides, so
+/// each of those is in a tenth of the servers.
+fn gadget_servers(seed: u64, count: usize, rare: bool) -> Vec<(String, Vec<Arc<Tool>>)> {
+    const RARE: [&str; 10] = [
+        "zeppelin", "quasar", "walrus", "origami", "tundra", "saffron", "banjo", "lagoon",
+        "nebula", "kayak",
+    ];
     const FILLER: [&str; 12] = [
         "label", "archive", "widget", "report", "stock", "price", "order", "ship", "count",
         "stale", "batch", "cache",
@@ -435,8 +441,9 @@ fn gadget_servers(seed: u64) -> Vec<(String, Vec<Arc<Tool>>)> {
     }
     let mut rng = Lcg(0x6761_6467_6574 ^ seed);
     let mut servers = Vec::new();
-    for server in 0..30 {
+    for server in 0..count {
         let name = format!("shop{server:02}");
+        let rare = if rare { RARE[server % RARE.len()] } else { "" };
         let required = |parameter: &str| serde_json::json!({"type": "object", "properties": {parameter: {}}, "required": [parameter]});
         let spec = |tool: &str, description: String, schema, call: Option<&str>| {
             ToolSpec::new(tool, description, schema).with_operation(call.map(str::to_owned))
@@ -444,7 +451,7 @@ fn gadget_servers(seed: u64) -> Vec<(String, Vec<Arc<Tool>>)> {
         let mut specs = vec![
             spec(
                 "remove_gadget",
-                format!("Remove a gadget. {}", rng.words(server % 4)),
+                format!("Remove a gadget. {} {rare}", rng.words(server % 4)),
                 required("gadget_id"),
                 Some("DELETE /gadgets/{id}"),
             ),
@@ -524,7 +531,7 @@ fn tools_pruned_within_a_segment_leave_folds_and_lookups_exact() {
     // into them and the lookups they bring, with their weak-term scores.
     let mut lookups_shown = 0;
     for seed in 0..16 {
-        let servers = gadget_servers(seed);
+        let servers = gadget_servers(seed, 30, false);
         let segments: Vec<Arc<EnhancedSegment>> = servers
             .iter()
             .map(|(_, tools)| Arc::new(EnhancedSegment::build(None, tools)))
@@ -563,4 +570,125 @@ fn tools_pruned_within_a_segment_leave_folds_and_lookups_exact() {
     }
     // The case this guards: results whose lookups come along.
     assert!(lookups_shown > 0);
+}
+
+#[test]
+fn common_terms_are_looked_up_where_scored_and_bound_the_rest() {
+    // Forty servers or more share the gadget words, so the directory counts
+    // them common: a search looks them up only in the segments it scores
+    // and bounds the segments holding nothing else as one, laying those out
+    // only when they may reach the results. The rare words (a tenth of the
+    // servers each) and the servers' names are not common.
+    let mut reached_rest = 0;
+    for seed in 0..6 {
+        let servers = gadget_servers(seed, 40 + seed as usize, true);
+        // And servers holding rare words only: a segment of theirs has a
+        // row, though a lower bound than the segments of common terms.
+        let mut servers = servers;
+        for (at, word) in ["kayak", "walrus", "kayak"].into_iter().enumerate() {
+            // Forty tools each, so the word is no rarer than the gadget
+            // words: these segments' bounds fall below the others'.
+            let name = format!("rental{at}");
+            let tools = (0..40)
+                .map(|number| {
+                    let spec = ToolSpec::new(
+                        format!("rent_{word}_{number}"),
+                        format!("Rent a {word} by the hour."),
+                        serde_json::json!({"type": "object"}),
+                    );
+                    let tool_name = mcp_tool_name(&name, &spec.name);
+                    Arc::new(Tool::new(tool_name, ToolSource::Mcp(name.clone()), &spec))
+                })
+                .collect();
+            servers.insert(at * 7, (name, tools));
+        }
+        let segments: Vec<Arc<EnhancedSegment>> = servers
+            .iter()
+            .map(|(_, tools)| Arc::new(EnhancedSegment::build(None, tools)))
+            .collect();
+        let directory = Arc::new(Directory::build(&segments));
+        assert!(
+            directory.common_terms.len() >= 5,
+            "the gadget words are common"
+        );
+        // Then some servers change: two replaced by another seed's, one
+        // removed, one added; the old directory still serves, its replaced
+        // and removed segments dropped, the new ones looked up directly.
+        let others = gadget_servers(seed + 100, 50 + seed as usize, true);
+        let mut changed = servers.clone();
+        let mut replaced = Vec::new();
+        for name in ["shop03", "shop17"] {
+            let other = others.iter().find(|(other, _)| other == name);
+            let server = changed.iter_mut().find(|(server, _)| server == name);
+            if let (Some(server), Some(other)) = (server, other) {
+                server.1 = other.1.clone();
+                replaced.push(server.0.clone());
+            }
+        }
+        changed.remove(25);
+        changed.extend(others.last().cloned());
+        let reused: std::collections::HashMap<&str, &Arc<EnhancedSegment>> = servers
+            .iter()
+            .zip(&segments)
+            .map(|((name, _), segment)| (name.as_str(), segment))
+            .collect();
+        let changed_segments: Vec<Arc<EnhancedSegment>> = changed
+            .iter()
+            .map(|(name, tools)| match reused.get(name.as_str()) {
+                Some(&segment) if !replaced.contains(name) => segment.clone(),
+                _ => Arc::new(EnhancedSegment::build(None, tools)),
+            })
+            .collect();
+        let cases = [
+            (
+                &servers,
+                EnhancedIndex::with_directory(segments.clone(), Some(directory.clone())),
+            ),
+            (
+                &changed,
+                EnhancedIndex::with_directory(changed_segments.clone(), Some(directory.clone())),
+            ),
+            (
+                &changed,
+                EnhancedIndex::with_directory(
+                    changed_segments.clone(),
+                    Some(Arc::new(Directory::build(&changed_segments))),
+                ),
+            ),
+        ];
+        let queries = [
+            "purge gadget",
+            "remove the zeppelin gadget",
+            "quasar lookup",
+            "walrus",
+            "shop07 purge the cache",
+            "lookup gadget label id",
+            "archive gadget report",
+            "label cache batch stale",
+            "purge_gadget",
+            "purge_gadget quasar",
+            "mcp_shop05_purge_gadget walrus",
+            "purge kayak gadget",
+            "purge walrus gadget",
+            "purge remove lookup gadget label id cache tundra",
+        ];
+        for (catalog, index) in &cases {
+            let full = reference::EnhancedIndex::build_described(
+                catalog.iter().map(|(_, tools)| (None, tools.as_slice())),
+            );
+            for limit in [1, 2, 4, 10] {
+                for query in queries {
+                    let expected = full.search(query, limit);
+                    let found = index.search(query, limit);
+                    same("common terms", query, &found, &expected);
+                    // Every term common: each result comes from the
+                    // segments laid out late.
+                    if query == "purge gadget" {
+                        reached_rest += found.len();
+                    }
+                }
+            }
+        }
+    }
+    assert!(reached_rest > 0);
 }
