@@ -765,6 +765,11 @@ impl EnhancedSegment {
         self.terms.name(id)
     }
 
+    /// `term` as a search sees it here, if this segment holds it.
+    fn find_term(&self, term: &str) -> Option<TermHit> {
+        self.terms.get(term).map(|id| self.term_hit(id))
+    }
+
     /// Term `id` as a search sees it here.
     fn term_hit(&self, id: u32) -> TermHit {
         TermHit {
@@ -1366,7 +1371,7 @@ impl EnhancedIndex {
     fn each_term_hit(&self, term: &str, mut each: impl FnMut(u32, TermHit)) {
         let mut own = self
             .uncovered()
-            .filter_map(|(at, segment)| Some((at, segment.term_hit(segment.terms.get(term)?))))
+            .filter_map(|(at, segment)| Some((at, segment.find_term(term)?)))
             .peekable();
         for &(slot, hit) in self
             .directory
@@ -1443,31 +1448,27 @@ impl EnhancedIndex {
         let directory = self.directory.as_deref()?;
         let run = directory.terms.run(term)?;
         let total = directory.common_terms.get(&run.0)?;
-        let hits = directory.terms.run_hits(run);
-        let mut df = total.df;
-        let mut most = total.most;
+        let mut total = *total;
+        // The left segments' largest counts stay in: still a bound.
         for &slot in &self.dropped_slots {
-            if let Ok(at) = hits.binary_search_by_key(&slot, |&(slot, _)| slot)
-                && let Some((_, hit)) = hits.get(at)
-            {
-                df -= u64::from(hit.df);
+            if let Some(hit) = directory.terms.run_hit(run, slot) {
+                total.df -= u64::from(hit.df);
             }
         }
         for (_, segment) in self.uncovered() {
-            if let Some(id) = segment.terms.get(term) {
-                let hit = segment.term_hit(id);
-                df += u64::from(hit.df);
-                for (most, &count) in most.iter_mut().zip(&hit.most) {
-                    *most = (*most).max(count);
-                }
+            if let Some(hit) = segment.find_term(term) {
+                total.add(&hit);
             }
         }
-        Some((df > 0).then(|| Found {
+        Some((total.df > 0).then(|| Found {
             term: term.to_owned(),
             hits: Vec::new(),
             most: Vec::new(),
-            df: df as usize,
-            common: Some(Common { run, most }),
+            df: total.df as usize,
+            common: Some(Common {
+                run,
+                most: total.most,
+            }),
         }))
     }
 
@@ -1475,17 +1476,9 @@ impl EnhancedIndex {
     fn common_in(&self, found: &Found, common: &Common, at: u32) -> Option<TermHit> {
         match self.position_slots.get(at as usize) {
             Some(&slot) if slot != u32::MAX => {
-                let hits = self.directory.as_deref()?.terms.run_hits(common.run);
-                let index = hits.binary_search_by_key(&slot, |&(slot, _)| slot).ok()?;
-                hits.get(index).map(|&(_, hit)| hit)
+                self.directory.as_deref()?.terms.run_hit(common.run, slot)
             }
-            _ => {
-                let segment = self.segments.get(at as usize)?;
-                segment
-                    .terms
-                    .get(&found.term)
-                    .map(|id| segment.term_hit(id))
-            }
+            _ => self.segments.get(at as usize)?.find_term(&found.term),
         }
     }
 

@@ -30,7 +30,7 @@ type ServerCount = (u32, u16);
 /// Keys to their hits, each a (segment slot, value), flat: one allocation
 /// holds every key's hits, a key maps to its range.
 pub(super) struct Table<K, T> {
-    pub(super) ranges: HashMap<K, (u32, u32)>,
+    ranges: HashMap<K, (u32, u32)>,
     hits: Vec<(u32, T)>,
 }
 
@@ -88,6 +88,14 @@ impl<K: Hash + Eq + Borrow<str> + Clone, T: Copy> Table<K, T> {
             .unwrap_or(&[])
     }
 
+    /// The value of a run [`Self::run`] gave in segment `slot`, if there:
+    /// a run is in slot order.
+    pub(super) fn run_hit(&self, run: (u32, u32), slot: u32) -> Option<T> {
+        let hits = self.run_hits(run);
+        let index = hits.binary_search_by_key(&slot, |&(slot, _)| slot).ok()?;
+        hits.get(index).map(|&(_, value)| value)
+    }
+
     /// The keys.
     pub(super) fn keys(&self) -> impl Iterator<Item = &K> {
         self.ranges.keys()
@@ -109,6 +117,16 @@ pub(super) struct TermTotal {
     pub(super) df: u64,
     /// Its largest count in each field.
     pub(super) most: [u8; FIELDS],
+}
+
+impl TermTotal {
+    /// Counts one more segment's `hit` in.
+    pub(super) fn add(&mut self, hit: &TermHit) {
+        self.df += u64::from(hit.df);
+        for (most, &count) in self.most.iter_mut().zip(&hit.most) {
+            *most = (*most).max(count);
+        }
+    }
 }
 
 /// Where the dictionary keys of a set of segments occur, by segment slot
@@ -222,10 +240,7 @@ impl Directory {
                     most: [0; FIELDS],
                 };
                 for (_, hit) in terms.run_hits(run) {
-                    total.df += u64::from(hit.df);
-                    for (most, &count) in total.most.iter_mut().zip(&hit.most) {
-                        *most = (*most).max(count);
-                    }
+                    total.add(hit);
                 }
                 (run.0, total)
             })

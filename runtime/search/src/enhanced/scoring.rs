@@ -509,29 +509,25 @@ impl EnhancedIndex {
                 }
             }
         }
-        let ats: Vec<u32> = (0u32..)
-            .zip(&held)
-            .filter(|(_, held)| **held)
-            .map(|(at, _)| at)
-            .collect();
-        self.add_rows(plan, &ats);
+        self.add_rows(plan, &held);
         if plan.passes.iter().any(|pass| pass.found.common.is_some()) {
             plan.rest_bound = Some(self.rest_bound(plan));
         }
     }
 
-    /// Gives each segment of `ats` (none with a row yet) a row: each
-    /// pass's term there, from its hits or, for a common term, looked up;
-    /// and its bound: the bigram bonuses it holds, then each term's most,
-    /// then its servers' best context bonus.
-    fn add_rows(&self, plan: &mut Plan<'_>, ats: &[u32]) {
+    /// Gives each segment `marked` (by position) that has no row yet a
+    /// row: each pass's term there, from its hits or, for a common term,
+    /// looked up; and its bound: the bigram bonuses it holds, then each
+    /// term's most, then its servers' best context bonus.
+    fn add_rows(&self, plan: &mut Plan<'_>, marked: &[bool]) {
         let width = plan.passes.len();
         let first = plan.segments.len();
-        for &at in ats {
-            let row = plan.segments.len() as u32;
-            if let Some(slot) = plan.rows.get_mut(at as usize) {
-                *slot = row;
+        for (at, (&marked, slot)) in (0u32..).zip(marked.iter().zip(plan.rows.iter_mut())) {
+            if !marked || *slot != u32::MAX {
+                continue;
             }
+            let row = plan.segments.len() as u32;
+            *slot = row;
             plan.segments.push(SegmentWork {
                 at,
                 bound: 0.0,
@@ -644,13 +640,8 @@ impl EnhancedIndex {
                 });
             }
         }
-        let ats: Vec<u32> = (0u32..)
-            .zip(&held)
-            .filter(|&(at, &held)| held && plan.rows.get(at as usize) == Some(&u32::MAX))
-            .map(|(at, _)| at)
-            .collect();
         let first = plan.segments.len();
-        self.add_rows(plan, &ats);
+        self.add_rows(plan, &held);
         plan.segments.get(first..).unwrap_or(&[]).to_vec()
     }
 
@@ -838,12 +829,15 @@ impl EnhancedIndex {
             .collect();
         exact_segments.sort_unstable();
         exact_segments.dedup();
-        let unlaid: Vec<u32> = exact_segments
-            .iter()
-            .copied()
-            .filter(|&at| plan.rows.get(at as usize) == Some(&u32::MAX))
-            .collect();
-        self.add_rows(plan, &unlaid);
+        if !exact_segments.is_empty() {
+            let mut exact_held = vec![false; self.segments.len()];
+            for &at in &exact_segments {
+                if let Some(held) = exact_held.get_mut(at as usize) {
+                    *held = true;
+                }
+            }
+            self.add_rows(plan, &exact_held);
+        }
         // Room for every segment with a row, and the exact matches'.
         let most = plan
             .segments
