@@ -18,6 +18,7 @@ mod chat_shows_the_feed_and_asks_for_approval;
 mod classic_search_recall_on_tool_search_mcp;
 mod cli_call_and_serve_share_a_fresh_home;
 mod cli_call_runs_a_tool_through_the_chain;
+mod cli_call_searches_the_servers_it_waited_for;
 mod cli_errors_say_their_cause_once;
 mod cli_tools_accept_serves_a_changed_definition;
 mod config_check_accepts_a_good_file;

@@ -82,7 +82,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
             },
         )
         .await?;
-        daemon.mcp().settle(wait).await;
+        daemon.settle(wait).await;
         let session = Session::new("cli", scope, daemon.feed().clone());
         let mut events = session.subscribe();
         let assembly = daemon.assemble(&session, args.context_tokens);

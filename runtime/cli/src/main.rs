@@ -724,7 +724,7 @@ fn live_sources<T>(
             },
         )
         .await?;
-        for server in daemon.mcp().settle(wait).await {
+        for server in daemon.settle(wait).await {
             if !server.state.is_ready() && server.state.name() != "disabled" {
                 eprintln!(
                     "warning: MCP server {} is {}: its tools are missing",

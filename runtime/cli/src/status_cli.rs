@@ -202,7 +202,7 @@ async fn local_status(
         },
     )
     .await?;
-    daemon.mcp().settle(wait).await;
+    daemon.settle(wait).await;
     let status = daemon.status();
     daemon.shutdown().await;
     let mut status = status?;

@@ -174,7 +174,7 @@ async fn accept_locally(
         },
     )
     .await?;
-    daemon.mcp().settle(wait).await;
+    daemon.settle(wait).await;
     let state = daemon.mcp().server_status(server).map(|s| s.state);
     let outcome = match state {
         Some(state) if state.is_ready() => daemon.accept_tools(server, tools).map_err(Into::into),

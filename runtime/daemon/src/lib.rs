@@ -991,6 +991,19 @@ impl Daemon {
         let _ = tokio::time::timeout(SEARCH_READY_WAIT, assembler.index_ready(generation)).await;
     }
 
+    /// Waits up to `wait` for the MCP servers still on their first
+    /// connection attempt, then for searches to see what they registered
+    /// (see [`Daemon::search_ready`]); returns the servers' states. A
+    /// one-shot command (`quiver call`, `quiver tools`) runs this before its
+    /// one assembly: without it, `tool_search` would answer from the index
+    /// of the generation before those servers' tools arrived.
+    pub async fn settle(&self, wait: Duration) -> Vec<quiver_tool::status::ServerStatus> {
+        let servers = self.mcp.settle(wait).await;
+        let generation = self.registry().snapshot().generation();
+        self.search_ready(generation).await;
+        servers
+    }
+
     fn applied(&self) -> Arc<Applied> {
         self.applied
             .read()
