@@ -14,11 +14,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::oneshot;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::background;
 use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
 use crate::catalog::{Catalog, Retriever};
 use crate::indexing::SegmentCache;
@@ -149,10 +152,11 @@ impl Assembler {
     }
 
     /// Indexes every generation `registry` publishes in the background, on
-    /// the blocking pool (see [`Assembler::prepare`]); until a generation's
-    /// index is ready, its catalogs answer searches with the previous
-    /// generation's index. The task ends when the assembler or the registry
-    /// is dropped. Needs a tokio runtime.
+    /// a thread of its own at a lower CPU priority (see
+    /// [`crate::background`]; [`Assembler::prepare`] does the work); until
+    /// a generation's index is ready, its catalogs answer searches with the
+    /// previous generation's index. The task and its thread end when the
+    /// assembler or the registry is dropped. Needs a tokio runtime.
     pub fn index_in_background(
         self: &Arc<Self>,
         registry: &Arc<ToolRegistry>,
@@ -161,24 +165,25 @@ impl Assembler {
         let mut changes = registry.subscribe();
         let assembler = Arc::downgrade(self);
         let registry = Arc::downgrade(registry);
+        let passes = IndexThread::start(assembler.clone());
         tokio::spawn(async move {
             loop {
                 changes.borrow_and_update();
-                let (Some(assembler), Some(snapshot)) = (
-                    assembler.upgrade(),
-                    registry.upgrade().map(|r| r.snapshot()),
-                ) else {
+                let Some(snapshot) = registry.upgrade().map(|r| r.snapshot()) else {
                     break;
                 };
                 let generation = snapshot.generation();
-                let worker = assembler.clone();
-                if let Err(error) =
-                    tokio::task::spawn_blocking(move || worker.prepare(&snapshot)).await
-                {
-                    tracing::warn!(%error, generation, "background indexing failed; searches index when they need to");
+                if !passes.run(snapshot).await {
+                    tracing::warn!(
+                        generation,
+                        "background indexing failed; searches index when they need to"
+                    );
                 }
-                assembler.ready.send_replace(generation);
-                drop(assembler);
+                let Some(strong) = assembler.upgrade() else {
+                    break;
+                };
+                strong.ready.send_replace(generation);
+                drop(strong);
                 if changes.changed().await.is_err() {
                     break;
                 }
@@ -226,6 +231,40 @@ impl Assembler {
             }
         }
         self.segments.end_pass();
+    }
+
+    /// Arranges the catalogs of `snapshot`'s generation (see
+    /// [`Assembler::prepare`]) for the listing budgets their scope's
+    /// previous catalog was arranged with, so each session's next turn finds
+    /// its tools array made. The background pass runs it once the change is
+    /// searchable.
+    pub fn arrange_ahead(&self, snapshot: &RegistrySnapshot) {
+        let mut work: Vec<(Arc<Catalog>, Vec<u64>)> = Vec::new();
+        {
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            for entry in cache.iter().filter(|e| {
+                e.key.registry_id == snapshot.registry_id()
+                    && e.key.generation == snapshot.generation()
+            }) {
+                let budgets = cache
+                    .iter()
+                    .filter(|e| {
+                        e.key.registry_id == entry.key.registry_id
+                            && e.key.scope == entry.key.scope
+                            && e.key.defer == entry.key.defer
+                            && e.key.generation < entry.key.generation
+                    })
+                    .max_by_key(|e| e.key.generation)
+                    .map(|e| e.catalog.arranged_budgets())
+                    .unwrap_or_default();
+                work.push((entry.catalog.clone(), budgets));
+            }
+        }
+        for (catalog, budgets) in work {
+            for budget in budgets {
+                catalog.arranged(budget, || self.arrange(&catalog, budget));
+            }
+        }
     }
 
     /// Resolves once the background pass for `generation` or a later one
@@ -320,6 +359,28 @@ impl Assembler {
         let defer = self.config.enabled != Switch::Off;
         let catalog = self.catalog(snapshot, scope, defer);
         let budget_tokens = self.budget_tokens(context_tokens);
+        // The same catalog and budget always arrange the same way: every
+        // turn after the first at this generation, scope and context size
+        // reuses the arrangement (see [`Catalog::arranged`]).
+        let arranged = catalog.arranged(budget_tokens, || self.arrange(&catalog, budget_tokens));
+        let savings = arranged.savings;
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "without")
+            .record(savings.tokens_without_tool_search as f64);
+        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "with")
+            .record(savings.tokens_with_tool_search as f64);
+        Assembly {
+            snapshot: snapshot.clone(),
+            deferred_tokens: tokens::tokens_for_chars(catalog.deferred_definition_chars()),
+            catalog,
+            config: self.config.clone(),
+            budget_tokens,
+            arranged,
+        }
+    }
+
+    /// The tier, listing and tools array of `catalog` under a listing
+    /// budget of `budget_tokens`.
+    fn arrange(&self, catalog: &Catalog, budget_tokens: u64) -> Arranged {
         let bridge = match self.config.enabled {
             Switch::Off => false,
             Switch::On => true,
@@ -335,21 +396,21 @@ impl Assembler {
         let (tier, listing, search_description) = if !bridge {
             (
                 Tier::Eager,
-                Listing::empty(&catalog, ListingForm::None),
+                Listing::empty(catalog, ListingForm::None),
                 None,
             )
         } else {
             let listing = if self.config.listing == Switch::Off {
-                Listing::empty(&catalog, ListingForm::Off)
+                Listing::empty(catalog, ListingForm::Off)
             } else {
-                listing::plan(&catalog, budget_tokens)
+                listing::plan(catalog, budget_tokens)
             };
             let tier = if listing.lists_tools() {
                 Tier::Listed
             } else {
                 Tier::Summarised
             };
-            let description = search_description(&catalog, &listing);
+            let description = search_description(catalog, &listing);
             tools.push(function_definition(
                 TOOL_SEARCH,
                 &description,
@@ -384,23 +445,75 @@ impl Assembler {
             tokens_with_tool_search: tokens::tokens_for_chars(sent_chars),
             bridge_tokens: tokens::tokens_for_chars(sent_chars.saturating_sub(eager_chars)),
         };
-        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "without")
-            .record(savings.tokens_without_tool_search as f64);
-        metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "with")
-            .record(savings.tokens_with_tool_search as f64);
-        Assembly {
-            snapshot: snapshot.clone(),
-            catalog,
-            config: self.config.clone(),
+        Arranged {
             tier,
             listing,
-            budget_tokens,
-            deferred_tokens: tokens::tokens_for_chars(deferred_chars),
             savings,
             tools,
             search_description,
         }
     }
+}
+
+/// Where [`Assembler::index_in_background`] runs its passes: a thread of
+/// its own at background priority, or, if no thread can be started, the
+/// blocking pool at normal priority.
+struct IndexThread {
+    assembler: Weak<Assembler>,
+    passes: Option<std::sync::mpsc::Sender<(Arc<RegistrySnapshot>, oneshot::Sender<bool>)>>,
+}
+
+impl IndexThread {
+    fn start(assembler: Weak<Assembler>) -> IndexThread {
+        let (passes, queue) =
+            std::sync::mpsc::channel::<(Arc<RegistrySnapshot>, oneshot::Sender<bool>)>();
+        let worker = assembler.clone();
+        let started = background::spawn("quiver-index", move || {
+            // Ends when the task (holding the sender) ends.
+            while let Ok((snapshot, done)) = queue.recv() {
+                let _ = done.send(prepare_once(&worker, &snapshot));
+                // After the change is searchable: never delays it.
+                if let Some(assembler) = worker.upgrade() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        assembler.arrange_ahead(&snapshot)
+                    }));
+                }
+            }
+        });
+        let passes = match started {
+            Ok(_) => Some(passes),
+            Err(error) => {
+                tracing::warn!(%error, "cannot start the indexing thread; indexing on the blocking pool");
+                None
+            }
+        };
+        IndexThread { assembler, passes }
+    }
+
+    /// Runs one pass over `snapshot`; false when it failed (it panicked).
+    async fn run(&self, mut snapshot: Arc<RegistrySnapshot>) -> bool {
+        if let Some(passes) = &self.passes {
+            let (done, finished) = oneshot::channel();
+            match passes.send((snapshot, done)) {
+                Ok(()) => return finished.await.unwrap_or(false),
+                // The thread is gone: the pool takes over.
+                Err(std::sync::mpsc::SendError((back, _))) => snapshot = back,
+            }
+        }
+        let assembler = self.assembler.clone();
+        tokio::task::spawn_blocking(move || prepare_once(&assembler, &snapshot))
+            .await
+            .unwrap_or(false)
+    }
+}
+
+/// [`Assembler::prepare`] if the assembler is still there; false if it
+/// panicked (the catalogs then index on first use).
+fn prepare_once(assembler: &Weak<Assembler>, snapshot: &Arc<RegistrySnapshot>) -> bool {
+    let Some(assembler) = assembler.upgrade() else {
+        return true;
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| assembler.prepare(snapshot))).is_ok()
 }
 
 const DESCRIBE_DESCRIPTION: &str = "Return the full description and JSON input schema of a tool found with tool_search or named in its listing.";
@@ -475,10 +588,17 @@ pub struct Assembly {
     snapshot: Arc<RegistrySnapshot>,
     catalog: Arc<Catalog>,
     config: Arc<ToolSearchConfig>,
-    tier: Tier,
-    listing: Listing,
     budget_tokens: u64,
     deferred_tokens: u64,
+    arranged: Arc<Arranged>,
+}
+
+/// What one catalog under one listing budget sends: the same for every
+/// assembly of that catalog and budget, so built once and shared.
+#[derive(Debug)]
+pub(crate) struct Arranged {
+    tier: Tier,
+    listing: Listing,
     savings: Savings,
     tools: Vec<Value>,
     search_description: Option<String>,
@@ -487,12 +607,12 @@ pub struct Assembly {
 impl Assembly {
     /// The tier.
     pub fn tier(&self) -> Tier {
-        self.tier
+        self.arranged.tier
     }
 
     /// The listing placed in the `tool_search` description.
     pub fn listing(&self) -> &Listing {
-        &self.listing
+        &self.arranged.listing
     }
 
     /// The listing budget, in tokens.
@@ -507,7 +627,7 @@ impl Assembly {
 
     /// What tool search saves on this assembly.
     pub fn savings(&self) -> Savings {
-        self.savings
+        self.arranged.savings
     }
 
     /// Tools in scope: the eager ones and the deferred ones.
@@ -517,7 +637,7 @@ impl Assembly {
 
     /// The OpenAI-style tools array for the model.
     pub fn tools(&self) -> &[Value] {
-        &self.tools
+        &self.arranged.tools
     }
 
     /// The catalog this assembly was built from.
@@ -537,7 +657,7 @@ impl Assembly {
 
     /// Whether the bridge tools are in the tools array.
     pub fn has_bridge(&self) -> bool {
-        self.search_description.is_some()
+        self.arranged.search_description.is_some()
     }
 
     /// The schema of a bridge tool of this assembly.
@@ -569,19 +689,19 @@ impl Assembly {
     /// The assembly in the `quiver catalog assemble --json` shape.
     pub fn to_json(&self) -> Value {
         json!({
-            "tier": self.tier,
-            "listing_form": self.listing.form,
+            "tier": self.arranged.tier,
+            "listing_form": self.arranged.listing.form,
             "budget_tokens": self.budget_tokens,
-            "listing_tokens": self.listing.tokens,
+            "listing_tokens": self.arranged.listing.tokens,
             "deferred_count": self.catalog.deferred_count(),
             "deferred_tokens": self.deferred_tokens,
-            "tokens_without_tool_search": self.savings.tokens_without_tool_search,
-            "tokens_with_tool_search": self.savings.tokens_with_tool_search,
-            "bridge_tokens": self.savings.bridge_tokens,
-            "saved_tokens": self.savings.saved_tokens(),
-            "saved_pct": self.savings.saved_pct(),
-            "servers": self.listing.groups,
-            "tools": self.tools,
+            "tokens_without_tool_search": self.arranged.savings.tokens_without_tool_search,
+            "tokens_with_tool_search": self.arranged.savings.tokens_with_tool_search,
+            "bridge_tokens": self.arranged.savings.bridge_tokens,
+            "saved_tokens": self.arranged.savings.saved_tokens(),
+            "saved_pct": self.arranged.savings.saved_pct(),
+            "servers": self.arranged.listing.groups,
+            "tools": self.arranged.tools,
         })
     }
 }
@@ -636,6 +756,64 @@ mod tests {
                 .cmp(&b["function"]["name"].as_str())
         });
         assert_eq!(assembly.tools(), expected.as_slice());
+    }
+
+    #[test]
+    fn a_catalog_and_budget_are_arranged_once_and_a_change_arranges_anew() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let assemble = |context| assembler.assemble(&registry.snapshot(), &Scope::all(), context);
+        let (first, again) = (assemble(100_000), assemble(100_000));
+        assert_eq!(first.tools(), again.tools());
+        assert!(
+            std::ptr::eq(first.tools(), again.tools()),
+            "the second turn reuses the arrangement"
+        );
+        // A context size with another budget is arranged on its own.
+        let small = assemble(2_000);
+        assert_ne!(small.budget_tokens(), first.budget_tokens());
+        assert!(!std::ptr::eq(small.tools(), first.tools()));
+        assert_eq!(small.to_json()["budget_tokens"], small.budget_tokens());
+        // A change is a new catalog: arranged afresh, with the new tool.
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("c")]);
+        let changed = assemble(100_000);
+        let listing = changed.tools()[0]["function"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(listing.contains("- mcp_s_c: Does c."), "{listing}");
+        assert!(!listing.contains("mcp_s_b"), "{listing}");
+        // A catalog keeps a bounded number of budgets.
+        for context in (1..=20).map(|k| k * 10_000) {
+            assert_eq!(
+                assemble(context).budget_tokens(),
+                assembler.budget_tokens(context)
+            );
+        }
+        let latest = assemble(100_000);
+        assert_eq!(latest.tools(), changed.tools());
+    }
+
+    #[test]
+    fn the_pass_after_a_change_arranges_the_budgets_in_use() {
+        let registry = ToolRegistry::new();
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("b")]);
+        let assembler = Assembler::new(ToolSearchConfig::default());
+        let turn = assembler.assemble(&registry.snapshot(), &Scope::all(), 100_000);
+        registry.set_source_tools(ToolSource::Mcp("s".into()), vec![spec("a"), spec("c")]);
+        let snapshot = registry.snapshot();
+        assembler.prepare(&snapshot);
+        let changed = assembler.catalog(&snapshot, &Scope::all(), true);
+        assert!(
+            changed.arranged_budgets().is_empty(),
+            "indexed, not arranged"
+        );
+        assembler.arrange_ahead(&snapshot);
+        assert_eq!(changed.arranged_budgets(), [turn.budget_tokens()]);
+        let next = assembler.assemble(&snapshot, &Scope::all(), 100_000);
+        assert_eq!(changed.arranged_budgets(), [turn.budget_tokens()]);
+        let listing = next.tools()[0]["function"]["description"].as_str().unwrap();
+        assert!(listing.contains("- mcp_s_c: Does c."), "{listing}");
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! cached under exactly that key) and can never drift from the live tools.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwapOption;
 
+use crate::assembly::Arranged;
 use crate::indexing::{Segment, SegmentCache};
 use crate::semantic::{DenseSlot, Shared};
 use crate::settings::{SearchMode, ToolSearchConfig};
@@ -122,7 +123,14 @@ pub struct Catalog {
     previous: ArcSwapOption<Retriever>,
     /// Where its index takes unchanged sources' segments from.
     segments: Option<Arc<SegmentCache>>,
+    /// Its arrangements by listing budget, the latest made first (see
+    /// [`Catalog::arranged`]).
+    arranged: Mutex<Vec<(u64, Arc<Arranged>)>>,
 }
+
+/// Listing budgets whose arrangement a catalog keeps: sessions come in a
+/// few context sizes, and a catalog lives only until the next change.
+const ARRANGED_BUDGETS: usize = 8;
 
 /// The index behind `tool_search`, of the configured mode.
 #[derive(Debug)]
@@ -370,6 +378,7 @@ impl Catalog {
             index: ArcSwapOption::empty(),
             previous: ArcSwapOption::empty(),
             segments: None,
+            arranged: Mutex::new(Vec::new()),
         }
     }
 
@@ -450,6 +459,35 @@ impl Catalog {
     pub fn with_segments(mut self, segments: Arc<SegmentCache>) -> Catalog {
         self.segments = Some(segments);
         self
+    }
+
+    /// This catalog's arrangement under a listing budget of
+    /// `budget_tokens`: the one made earlier, else the one `arrange` makes
+    /// (made outside the lock; two first assemblies may both make it, and
+    /// both are the same).
+    pub(crate) fn arranged(
+        &self,
+        budget_tokens: u64,
+        arrange: impl FnOnce() -> Arranged,
+    ) -> Arc<Arranged> {
+        let lock = || self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, arranged)) = lock().iter().find(|(b, _)| *b == budget_tokens) {
+            return arranged.clone();
+        }
+        let arranged = Arc::new(arrange());
+        let mut kept = lock();
+        if !kept.iter().any(|(b, _)| *b == budget_tokens) {
+            kept.insert(0, (budget_tokens, arranged.clone()));
+            kept.truncate(ARRANGED_BUDGETS);
+        }
+        arranged
+    }
+
+    /// The listing budgets this catalog has been arranged for, the latest
+    /// made first.
+    pub(crate) fn arranged_budgets(&self) -> Vec<u64> {
+        let kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.iter().map(|(budget, _)| *budget).collect()
     }
 
     /// The index over this catalog's own tools, if it is ready.

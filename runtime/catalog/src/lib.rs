@@ -26,6 +26,7 @@
 //! ```
 
 pub mod assembly;
+pub mod background;
 pub mod bridge;
 pub mod bridge_tools;
 pub mod catalog;

@@ -433,15 +433,14 @@ impl SemanticIndex {
             queries: Mutex::new(HashMap::new()),
         });
         let worker = shared.clone();
-        std::thread::Builder::new()
-            .name("quiver-embedder".into())
-            .spawn(move || worker.work())
-            .map_err(|e| {
-                SemanticError::Model(EmbedError::Threads {
-                    threads: 1,
-                    message: e.to_string(),
-                })
-            })?;
+        // Embedding a catalog takes minutes of CPU: at background
+        // priority, it never takes a core from a search.
+        crate::background::spawn("quiver-embedder", move || worker.work()).map_err(|e| {
+            SemanticError::Model(EmbedError::Threads {
+                threads: 1,
+                message: e.to_string(),
+            })
+        })?;
         Ok(SemanticIndex { shared })
     }
 
