@@ -9,10 +9,16 @@
 //! apart) while a thread assembles and searches without pause, as a
 //! model's `tool_search` calls do. Prints the search latencies and how long
 //! each change took to become searchable. Target: no search above 1 ms.
+//! Each search above 0.5 ms is listed with its assembly's share, whether it
+//! was the first of a new generation, and how often its thread was
+//! descheduled (involuntary context switches), blocked (voluntary ones) or
+//! page-faulted meanwhile, which tells the runtime's own work from the
+//! machine taking the core away. `--no-reload` runs the same searches with
+//! no reload, the baseline of what the machine alone does to them.
 //! Results: `docs/BENCHMARKS.md`.
 //!
 //! ```text
-//! cargo run --release -p quiver-benches --example reload_while_searching
+//! cargo run --release -p quiver-benches --example reload_while_searching [-- --no-reload]
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -54,6 +60,51 @@ fn plugin_specs(round: u64) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// What can stall a search besides its own work, counted for the calling
+/// thread.
+#[derive(Clone, Copy)]
+struct Stalls {
+    descheduled: i64,
+    blocked: i64,
+    page_faults: i64,
+}
+
+impl Stalls {
+    fn now() -> Stalls {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` points to a rusage for getrusage to fill.
+        let filled = unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } == 0;
+        // SAFETY: zeroed, then filled by getrusage when it succeeded.
+        let usage = unsafe { usage.assume_init() };
+        assert!(filled, "getrusage(RUSAGE_THREAD) failed");
+        Stalls {
+            descheduled: usage.ru_nivcsw,
+            blocked: usage.ru_nvcsw,
+            page_faults: usage.ru_minflt + usage.ru_majflt,
+        }
+    }
+
+    fn since(self, before: Stalls) -> Stalls {
+        Stalls {
+            descheduled: self.descheduled - before.descheduled,
+            blocked: self.blocked - before.blocked,
+            page_faults: self.page_faults - before.page_faults,
+        }
+    }
+}
+
+/// A search above [`SLOW`].
+struct Slow {
+    index: usize,
+    took: Duration,
+    assembly: Duration,
+    first_of_generation: bool,
+    stalls: Stalls,
+}
+
+/// Searches slower than this are listed one by one.
+const SLOW: Duration = Duration::from_micros(500);
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -89,21 +140,41 @@ fn main() {
         std::thread::spawn(move || {
             let scope = Scope::all();
             let mut latencies = Vec::new();
-            let mut i = 0;
+            let mut slow = Vec::new();
+            let mut generation = 0;
             while !stop.load(Ordering::Relaxed) {
+                let index = latencies.len();
+                let before = Stalls::now();
                 let started = Instant::now();
-                let assembly = assembler.assemble(&registry.snapshot(), &scope, 200_000);
-                std::hint::black_box(assembly.search(QUERIES[i % QUERIES.len()], None));
-                latencies.push(started.elapsed());
-                i += 1;
+                let snapshot = registry.snapshot();
+                let assembly = assembler.assemble(&snapshot, &scope, 200_000);
+                let assembled = started.elapsed();
+                std::hint::black_box(assembly.search(QUERIES[index % QUERIES.len()], None));
+                let took = started.elapsed();
+                latencies.push(took);
+                if took > SLOW {
+                    slow.push(Slow {
+                        index,
+                        took,
+                        assembly: assembled,
+                        first_of_generation: snapshot.generation() != generation,
+                        stalls: Stalls::now().since(before),
+                    });
+                }
+                generation = snapshot.generation();
             }
-            latencies
+            (latencies, slow)
         })
     };
 
+    let reload = !std::env::args().any(|a| a == "--no-reload");
     let mut searchable = Vec::new();
     runtime.block_on(async {
         for round in 1..=CYCLES {
+            if !reload {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
             let started = Instant::now();
             let generation = registry
                 .set_source_tools(plugin.clone(), plugin_specs(round))
@@ -114,11 +185,31 @@ fn main() {
         }
     });
     stop.store(true, Ordering::Relaxed);
-    let mut latencies = searcher.join().unwrap();
+    let (mut latencies, slow) = searcher.join().unwrap();
     latencies.sort();
     searchable.sort();
 
-    println!("{tools} tools, {CYCLES} reloads of a {PLUGIN_TOOLS}-tool plugin, 50 ms apart");
+    if reload {
+        println!("{tools} tools, {CYCLES} reloads of a {PLUGIN_TOOLS}-tool plugin, 50 ms apart");
+    } else {
+        println!("{tools} tools, no reload (baseline), {CYCLES} × 50 ms");
+    }
+    for s in &slow {
+        println!(
+            "search #{} took {:.1?} (assembly {:.1?}{}): descheduled {}, blocked {}, page faults {}",
+            s.index,
+            s.took,
+            s.assembly,
+            if s.first_of_generation {
+                ", first of its generation"
+            } else {
+                ""
+            },
+            s.stalls.descheduled,
+            s.stalls.blocked,
+            s.stalls.page_faults,
+        );
+    }
     println!(
         "searches (assemble + search): {} | median {:.1?} | p99 {:.1?} | p99.9 {:.1?} | max {:.1?} | above 1 ms: {}",
         latencies.len(),
@@ -131,9 +222,11 @@ fn main() {
             .filter(|l| **l > Duration::from_millis(1))
             .count()
     );
-    println!(
-        "change to searchable: median {:.2?} | max {:.2?}",
-        percentile(&searchable, 0.5),
-        searchable.last().unwrap()
-    );
+    if reload {
+        println!(
+            "change to searchable: median {:.2?} | max {:.2?}",
+            percentile(&searchable, 0.5),
+            searchable.last().unwrap()
+        );
+    }
 }
