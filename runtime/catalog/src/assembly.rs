@@ -236,8 +236,8 @@ impl Assembler {
     /// Arranges the catalogs of `snapshot`'s generation (see
     /// [`Assembler::prepare`]) for the listing budgets their scope's
     /// previous catalog was arranged with, so each session's next turn finds
-    /// its tools array made. The background pass runs it once the change is
-    /// searchable.
+    /// its tools array made, and lets the previous catalog's arrangements
+    /// go. The background pass runs it once the change is searchable.
     pub fn arrange_ahead(&self, snapshot: &RegistrySnapshot) {
         let mut work: Vec<(Arc<Catalog>, Vec<u64>)> = Vec::new();
         {
@@ -255,7 +255,7 @@ impl Assembler {
                             && e.key.generation < entry.key.generation
                     })
                     .max_by_key(|e| e.key.generation)
-                    .map(|e| e.catalog.arranged_budgets())
+                    .map(|e| e.catalog.take_arranged_budgets())
                     .unwrap_or_default();
                 work.push((entry.catalog.clone(), budgets));
             }
@@ -438,7 +438,7 @@ impl Assembler {
         let sent_chars: u64 = eager_chars
             + tools[catalog.eager().len()..]
                 .iter()
-                .map(|t| t.to_string().chars().count() as u64)
+                .map(|t| crate::bridge::json_chars(t) as u64)
                 .sum::<u64>();
         let savings = Savings {
             tokens_without_tool_search: tokens::tokens_for_chars(eager_chars + deferred_chars),
@@ -808,8 +808,14 @@ mod tests {
             changed.arranged_budgets().is_empty(),
             "indexed, not arranged"
         );
+        let before = assembler.catalog(&turn.snapshot, &Scope::all(), true);
+        assert_eq!(before.arranged_budgets(), [turn.budget_tokens()]);
         assembler.arrange_ahead(&snapshot);
         assert_eq!(changed.arranged_budgets(), [turn.budget_tokens()]);
+        assert!(
+            before.arranged_budgets().is_empty(),
+            "the previous generation lets its arrangement go"
+        );
         let next = assembler.assemble(&snapshot, &Scope::all(), 100_000);
         assert_eq!(changed.arranged_budgets(), [turn.budget_tokens()]);
         let listing = next.tools()[0]["function"]["description"].as_str().unwrap();

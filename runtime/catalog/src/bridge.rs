@@ -538,9 +538,24 @@ pub fn describe_within(
     Ok(out)
 }
 
-/// Characters of the compact JSON text of `value`.
+/// Characters of the compact JSON text of `value`, counted as it is
+/// written, without the text (a listing's is tens of kilobytes).
 pub fn json_chars(value: &Value) -> usize {
-    value.to_string().chars().count()
+    /// Counts the UTF-8 characters written: every byte but continuations.
+    struct CharCount(usize);
+    impl std::io::Write for CharCount {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = CharCount(0);
+    // Writing a `Value` fails only if the writer does; this one never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The `{"tools": [...]}` answer of a batch: every entry that fits within
@@ -767,6 +782,22 @@ pub fn call(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, Brid
 mod tests {
     use super::*;
     use crate::assembly::Assembler;
+
+    #[test]
+    fn json_chars_counts_the_characters_of_the_compact_text() {
+        for value in [
+            json!(null),
+            json!({"a": [1, 2.5, true], "b": "plain"}),
+            json!({"é": "naïve — ünïcödé ✓ 𝄞", "quote": "\"back\\slash\"\n\t", "ctl": "\u{1}"}),
+            json!("x".repeat(70_000)),
+        ] {
+            assert_eq!(
+                json_chars(&value),
+                value.to_string().chars().count(),
+                "{value}"
+            );
+        }
+    }
     use crate::settings::ToolSearchConfig;
     use quiver_tool::registry::ToolRegistry;
     use quiver_tool::scope::Scope;

@@ -30,6 +30,18 @@ pub struct CatalogGroup {
     tools: Arc<[Arc<Tool>]>,
     totals: GroupTotals,
     description: Option<Arc<str>>,
+    /// Its listing lines, rendered once and shared with the next
+    /// generation's catalog while its tools stay the same (see
+    /// [`CatalogGroup::rendered`]).
+    rendered: Arc<RenderedForms>,
+}
+
+/// A group's listing lines in the forms that list its tools, each made on
+/// first use.
+#[derive(Debug, Default)]
+pub(crate) struct RenderedForms {
+    full: std::sync::OnceLock<(String, Arc<str>)>,
+    names: std::sync::OnceLock<(String, Arc<str>)>,
 }
 
 /// Character totals over a group's tools, summed once when the catalog is
@@ -65,6 +77,24 @@ impl GroupTotals {
 }
 
 impl CatalogGroup {
+    /// Its listing lines in `form` (true: full, false: names only), made by
+    /// `render` the first time and kept with the name they were made under:
+    /// under another name (a label given when a plugin and a server came to
+    /// share it), they are made afresh and not kept.
+    pub(crate) fn rendered(&self, full: bool, render: impl Fn() -> String) -> Arc<str> {
+        let slot = if full {
+            &self.rendered.full
+        } else {
+            &self.rendered.names
+        };
+        let (name, text) = slot.get_or_init(|| (self.name().to_owned(), render().into()));
+        if name == self.name() {
+            text.clone()
+        } else {
+            render().into()
+        }
+    }
+
     /// The server or plugin name; its toolset (`plugin-time`, `mcp-time`)
     /// when a plugin and a server of the same name are both in the catalog.
     /// `server:` filters take either.
@@ -320,9 +350,11 @@ impl Catalog {
                 if tools.is_empty() {
                     continue;
                 }
-                let totals = match earlier.get(source) {
-                    Some(before) if Arc::ptr_eq(&before.tools, &tools) => before.totals,
-                    _ => GroupTotals::of(&tools),
+                let (totals, rendered) = match earlier.get(source) {
+                    Some(before) if Arc::ptr_eq(&before.tools, &tools) => {
+                        (before.totals, before.rendered.clone())
+                    }
+                    _ => (GroupTotals::of(&tools), Arc::default()),
                 };
                 groups.push(CatalogGroup {
                     source: source.clone(),
@@ -330,6 +362,7 @@ impl Catalog {
                     tools,
                     totals,
                     description: group.description().cloned(),
+                    rendered,
                 });
                 continue;
             }
@@ -353,6 +386,7 @@ impl Catalog {
                     tools: deferred.into(),
                     totals,
                     description: group.description().cloned(),
+                    rendered: Arc::default(),
                 });
             }
         }
@@ -484,10 +518,20 @@ impl Catalog {
     }
 
     /// The listing budgets this catalog has been arranged for, the latest
-    /// made first.
+    /// made first (what the tests look at; the background pass takes them).
+    #[cfg(test)]
     pub(crate) fn arranged_budgets(&self) -> Vec<u64> {
         let kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
         kept.iter().map(|(budget, _)| *budget).collect()
+    }
+
+    /// [`Catalog::arranged_budgets`], letting the arrangements go: once a
+    /// later generation's catalog takes over, an older one (kept in the
+    /// assembler's cache for sessions still on it) need not hold a listing
+    /// per budget, tens of kilobytes each.
+    pub(crate) fn take_arranged_budgets(&self) -> Vec<u64> {
+        let mut kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.drain(..).map(|(budget, _)| budget).collect()
     }
 
     /// The index over this catalog's own tools, if it is ready.

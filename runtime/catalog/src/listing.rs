@@ -175,30 +175,34 @@ fn render_header(out: &mut String, group: &CatalogGroup) {
 fn render(out: &mut String, group: &CatalogGroup, mode: GroupMode) {
     let n = group.tools().len();
     match mode {
-        GroupMode::Full => {
-            render_header(out, group);
-            out.push('\n');
+        GroupMode::Full => out.push_str(&group.rendered(true, || {
+            let mut text = String::new();
+            render_header(&mut text, group);
+            text.push('\n');
             for tool in group.tools() {
-                out.push_str("- ");
-                out.push_str(tool.name());
+                text.push_str("- ");
+                text.push_str(tool.name());
                 if !tool.short_description().is_empty() {
-                    out.push_str(": ");
-                    out.push_str(tool.short_description());
+                    text.push_str(": ");
+                    text.push_str(tool.short_description());
                 }
-                out.push('\n');
+                text.push('\n');
             }
-        }
-        GroupMode::Names => {
-            render_header(out, group);
-            out.push(' ');
+            text
+        })),
+        GroupMode::Names => out.push_str(&group.rendered(false, || {
+            let mut text = String::new();
+            render_header(&mut text, group);
+            text.push(' ');
             for (i, tool) in group.tools().iter().enumerate() {
                 if i > 0 {
-                    out.push_str(", ");
+                    text.push_str(", ");
                 }
-                out.push_str(tool.name());
+                text.push_str(tool.name());
             }
-            out.push('\n');
-        }
+            text.push('\n');
+            text
+        })),
         GroupMode::Summary => {
             let _ = writeln!(
                 out,
@@ -272,11 +276,19 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
     if let Some(first) = best.first_mut() {
         *first = 0;
     }
-    let mut took = vec![false; width * candidates.len()];
+    // One bit per (row, value): an eighth of a bool table, which at
+    // thousands of tools would be large enough to be mapped fresh (and
+    // page-faulted in) on every plan.
+    let mut took = vec![0u64; (width * candidates.len()).div_ceil(64)];
+    let bit = |at: usize| (at / 64, 1u64 << (at % 64));
+    // Values above the rows so far's total are unreachable: each row
+    // scans up to that total only, not the whole width.
+    let mut reachable = 0usize;
     for (row, &i) in candidates.iter().enumerate() {
         let (w, v) = items.get(i).copied().unwrap_or_default();
         let v = v as usize;
-        for value in (v..width).rev() {
+        reachable = (reachable + v).min(width - 1);
+        for value in (v..=reachable).rev() {
             let Some(&from) = best.get(value - v) else {
                 continue;
             };
@@ -286,7 +298,8 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
             let weight = from + w;
             if weight <= capacity && best.get(value).is_some_and(|&current| weight < current) {
                 best[value] = weight;
-                took[row * width + value] = true;
+                let (word, mask) = bit(row * width + value);
+                took[word] |= mask;
             }
         }
     }
@@ -298,7 +311,8 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
     };
     let mut chosen = Vec::new();
     for (row, &i) in candidates.iter().enumerate().rev() {
-        if value > 0 && took.get(row * width + value).copied().unwrap_or(false) {
+        let (word, mask) = bit(row * width + value);
+        if value > 0 && took.get(word).is_some_and(|w| w & mask != 0) {
             chosen.push(i);
             value -= items.get(i).map_or(0, |&(_, v)| v as usize);
         }
@@ -458,6 +472,55 @@ mod tests {
             &ToolSearchConfig::default(),
             true,
         )
+    }
+
+    #[test]
+    fn a_later_catalog_reuses_unchanged_groups_lines_under_their_new_name() {
+        let registry = ToolRegistry::new();
+        let specs = |names: &[&str]| -> Vec<ToolSpec> {
+            names
+                .iter()
+                .map(|n| ToolSpec::new(*n, format!("Does {n}."), json!({"type": "object"})))
+                .collect()
+        };
+        registry.set_source_tools(ToolSource::Mcp("docs".into()), specs(&["find", "read"]));
+        registry.set_source_tools(ToolSource::Plugin("text".into()), specs(&["count"]));
+        let assembler = crate::assembly::Assembler::new(ToolSearchConfig::default());
+        let listing = || {
+            let assembly = assembler.assemble(&registry.snapshot(), &Scope::all(), 200_000);
+            assembly.listing().text.clone()
+        };
+        let full = listing();
+        assert!(
+            full.contains("docs (2 tools):\n- mcp_docs_find: Does find.\n"),
+            "{full}"
+        );
+        // Only the plugin changes: the server's lines are the first
+        // catalog's, and still right.
+        registry.set_source_tools(ToolSource::Plugin("text".into()), specs(&["count", "wrap"]));
+        let after = listing();
+        assert!(
+            after.starts_with("docs (2 tools):\n- mcp_docs_find: Does find.\n"),
+            "{after}"
+        );
+        assert!(
+            after.contains("text (2 tools):\n- count: Does count.\n- wrap: Does wrap.\n"),
+            "{after}"
+        );
+        // A plugin called `docs` arrives: the server, unchanged, is now
+        // listed as `mcp-docs`, never under the name its lines were made with.
+        registry.set_source_tools(ToolSource::Plugin("docs".into()), specs(&["lint"]));
+        let labelled = listing();
+        assert!(
+            labelled.contains("mcp-docs (2 tools):\n- mcp_docs_find"),
+            "{labelled}"
+        );
+        assert!(
+            labelled.contains("plugin-docs (1 tool):\n- lint"),
+            "{labelled}"
+        );
+        assert!(!labelled.contains("\ndocs ("), "{labelled}");
+        assert!(!labelled.starts_with("docs ("), "{labelled}");
     }
 
     fn modes(listing: &Listing) -> Vec<(String, GroupMode)> {
