@@ -539,23 +539,11 @@ pub fn describe_within(
 }
 
 /// Characters of the compact JSON text of `value`, counted as it is
-/// written, without the text (a listing's is tens of kilobytes).
+/// written, without the text.
 pub fn json_chars(value: &Value) -> usize {
-    /// Counts the UTF-8 characters written: every byte but continuations.
-    struct CharCount(usize);
-    impl std::io::Write for CharCount {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = CharCount(0);
-    // Writing a `Value` fails only if the writer does; this one never does.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    // Serialising a `Value` fails only if the writer does; the counter's
+    // never does.
+    quiver_tool::tokens::json_chars(value).unwrap_or_else(|| value.to_string().chars().count())
 }
 
 /// The `{"tools": [...]}` answer of a batch: every entry that fits within

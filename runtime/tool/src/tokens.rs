@@ -1,6 +1,27 @@
 //! Token estimates for text placed in the prompt: `ceil(chars / 4)`, with
 //! chars counted as Unicode scalar values.
 
+/// Characters of the compact JSON text of `value`, counted as it is
+/// written, without the text (a listing's is tens of kilobytes); `None`
+/// if `value` cannot be serialised.
+pub fn json_chars<T: serde::Serialize + ?Sized>(value: &T) -> Option<usize> {
+    /// Counts the characters of the UTF-8 text written to it: every byte
+    /// but a continuation byte starts one.
+    struct CharCount(usize);
+    impl std::io::Write for CharCount {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = CharCount(0);
+    serde_json::to_writer(&mut count, value).ok()?;
+    Some(count.0)
+}
+
 /// Tokens of `chars` characters of prompt text.
 pub fn tokens_for_chars(chars: u64) -> u64 {
     chars.div_ceil(4)

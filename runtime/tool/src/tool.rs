@@ -414,18 +414,6 @@ fn definition_chars(name: &str, description: &str, parameters: &Value) -> usize 
         description: &'a str,
         parameters: &'a Value,
     }
-    /// Counts the characters of the UTF-8 text written to it: every byte
-    /// but a continuation byte starts one.
-    struct CharCount(usize);
-    impl std::io::Write for CharCount {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let definition = Definition {
         kind: "function",
         function: Function {
@@ -434,11 +422,10 @@ fn definition_chars(name: &str, description: &str, parameters: &Value) -> usize 
             parameters,
         },
     };
-    let mut count = CharCount(0);
     // Writing to a counter cannot fail, nor can serialising a `Value`.
-    match serde_json::to_writer(&mut count, &definition) {
-        Ok(()) => count.0,
-        Err(_) => function_definition(name, description, parameters)
+    match crate::tokens::json_chars(&definition) {
+        Some(chars) => chars,
+        None => function_definition(name, description, parameters)
             .to_string()
             .chars()
             .count(),
