@@ -60,6 +60,23 @@ struct CatalogKey {
     defer: bool,
 }
 
+impl CatalogKey {
+    /// The entry of `cache` for the same registry, scope and deferral at
+    /// the latest generation before this key's, if any: the catalog a new
+    /// one takes its unchanged groups (and the budgets to arrange) from.
+    fn latest_before<'c>(&self, cache: &'c VecDeque<CachedCatalog>) -> Option<&'c CachedCatalog> {
+        cache
+            .iter()
+            .filter(|e| {
+                e.key.registry_id == self.registry_id
+                    && e.key.scope == self.scope
+                    && e.key.defer == self.defer
+                    && e.key.generation < self.generation
+            })
+            .max_by_key(|e| e.key.generation)
+    }
+}
+
 /// Default number of catalogs kept by an [`Assembler`].
 pub const DEFAULT_CATALOG_CACHE: usize = 32;
 
@@ -246,15 +263,9 @@ impl Assembler {
                 e.key.registry_id == snapshot.registry_id()
                     && e.key.generation == snapshot.generation()
             }) {
-                let budgets = cache
-                    .iter()
-                    .filter(|e| {
-                        e.key.registry_id == entry.key.registry_id
-                            && e.key.scope == entry.key.scope
-                            && e.key.defer == entry.key.defer
-                            && e.key.generation < entry.key.generation
-                    })
-                    .max_by_key(|e| e.key.generation)
+                let budgets = entry
+                    .key
+                    .latest_before(&cache)
                     .map(|e| e.catalog.take_arranged_budgets())
                     .unwrap_or_default();
                 work.push((entry.catalog.clone(), budgets));
@@ -309,16 +320,7 @@ impl Assembler {
         }
         // The same sessions' latest earlier catalog: its unchanged groups
         // are reused, and its index answers while this one's is built.
-        let previous = cache
-            .iter()
-            .filter(|e| {
-                e.key.registry_id == key.registry_id
-                    && e.key.scope == key.scope
-                    && e.key.defer == key.defer
-                    && e.key.generation < key.generation
-            })
-            .max_by_key(|e| e.key.generation)
-            .map(|e| e.catalog.clone());
+        let previous = key.latest_before(&cache).map(|e| e.catalog.clone());
         let catalog = Arc::new(
             Catalog::build_after(previous.as_deref(), snapshot, scope, &self.config, defer)
                 .with_segments(self.segments.clone()),
@@ -370,7 +372,6 @@ impl Assembler {
             .record(savings.tokens_with_tool_search as f64);
         Assembly {
             snapshot: snapshot.clone(),
-            deferred_tokens: tokens::tokens_for_chars(catalog.deferred_definition_chars()),
             catalog,
             config: self.config.clone(),
             budget_tokens,
@@ -589,7 +590,6 @@ pub struct Assembly {
     catalog: Arc<Catalog>,
     config: Arc<ToolSearchConfig>,
     budget_tokens: u64,
-    deferred_tokens: u64,
     arranged: Arc<Arranged>,
 }
 
@@ -622,7 +622,7 @@ impl Assembly {
 
     /// Tokens the deferred tools' definitions would have cost.
     pub fn deferred_tokens(&self) -> u64 {
-        self.deferred_tokens
+        tokens::tokens_for_chars(self.catalog.deferred_definition_chars())
     }
 
     /// What tool search saves on this assembly.
@@ -694,7 +694,7 @@ impl Assembly {
             "budget_tokens": self.budget_tokens,
             "listing_tokens": self.arranged.listing.tokens,
             "deferred_count": self.catalog.deferred_count(),
-            "deferred_tokens": self.deferred_tokens,
+            "deferred_tokens": self.deferred_tokens(),
             "tokens_without_tool_search": self.arranged.savings.tokens_without_tool_search,
             "tokens_with_tool_search": self.arranged.savings.tokens_with_tool_search,
             "bridge_tokens": self.arranged.savings.bridge_tokens,

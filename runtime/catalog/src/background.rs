@@ -14,9 +14,6 @@ use std::thread::JoinHandle;
 /// builds a change's segments within milliseconds.
 pub const BACKGROUND_NICE_STEP: i32 = 10;
 
-/// The largest nice value (the lowest priority) Linux has.
-const LOWEST_NICE: i32 = 19;
-
 /// Starts `work` on a thread called `name` that first lowers its own CPU
 /// priority by [`BACKGROUND_NICE_STEP`] (where the platform lets one thread be
 /// lowered alone: Linux; elsewhere it runs at the normal priority).
@@ -35,33 +32,26 @@ pub fn spawn<T: Send + 'static>(
 }
 
 /// Lowers the calling thread's priority, never another thread's: on
-/// Linux, `setpriority(PRIO_PROCESS, tid)` sets one thread's nice value
-/// (and threads it starts inherit it). Raising it back needs privileges,
-/// which is why background work gets threads of its own.
+/// Linux, `nice` changes the calling thread's nice value only (and threads
+/// it starts inherit it; the kernel caps it at 19). Raising it back needs
+/// privileges, which is why background work gets threads of its own.
 #[cfg(target_os = "linux")]
 fn lower_this_threads_priority() -> io::Result<()> {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() } as libc::id_t;
-    // getpriority may return -1 as a nice value: errno tells an error.
-    // SAFETY: errno is this thread's; getpriority reads its arguments only.
+    // `nice` may return -1 as the new nice value: errno tells an error.
+    // SAFETY: errno is this thread's; nice takes an integer only.
     let now = unsafe {
         *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, tid)
+        libc::nice(BACKGROUND_NICE_STEP)
     };
-    if now == -1 && io::Error::last_os_error().raw_os_error() != Some(0) {
-        return Err(io::Error::last_os_error());
-    }
-    let lowered = (now + BACKGROUND_NICE_STEP).min(LOWEST_NICE);
-    // SAFETY: setpriority reads its integer arguments only.
-    let done = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, lowered) };
-    if done == 0 {
-        Ok(())
+    let error = io::Error::last_os_error();
+    if now == -1 && error.raw_os_error() != Some(0) {
+        Err(error)
     } else {
-        Err(io::Error::last_os_error())
+        Ok(())
     }
 }
 
-/// Elsewhere, `setpriority` would lower the whole process: left alone.
+/// Elsewhere, `nice` would lower the whole process: left alone.
 #[cfg(not(target_os = "linux"))]
 fn lower_this_threads_priority() -> io::Result<()> {
     Ok(())
@@ -70,6 +60,9 @@ fn lower_this_threads_priority() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest nice value (the lowest priority) Linux has.
+    const LOWEST_NICE: i32 = 19;
 
     /// The nice value of this process's thread `tid`, from procfs.
     #[cfg(target_os = "linux")]

@@ -770,6 +770,10 @@ pub fn call(assembly: &Assembly, arguments: &Value) -> Result<ResolvedCall, Brid
 mod tests {
     use super::*;
     use crate::assembly::Assembler;
+    use crate::settings::ToolSearchConfig;
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::scope::Scope;
+    use quiver_tool::tool::{ToolSource, ToolSpec};
 
     #[test]
     fn json_chars_counts_the_characters_of_the_compact_text() {
@@ -786,10 +790,6 @@ mod tests {
             );
         }
     }
-    use crate::settings::ToolSearchConfig;
-    use quiver_tool::registry::ToolRegistry;
-    use quiver_tool::scope::Scope;
-    use quiver_tool::tool::{ToolSource, ToolSpec};
 
     fn assembly(scope: Scope) -> Assembly {
         let registry = ToolRegistry::new();

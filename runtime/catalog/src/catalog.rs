@@ -525,10 +525,10 @@ impl Catalog {
         kept.iter().map(|(budget, _)| *budget).collect()
     }
 
-    /// [`Catalog::arranged_budgets`], letting the arrangements go: once a
-    /// later generation's catalog takes over, an older one (kept in the
-    /// assembler's cache for sessions still on it) need not hold a listing
-    /// per budget, tens of kilobytes each.
+    /// The listing budgets this catalog has been arranged for, letting the
+    /// arrangements go: once a later generation's catalog takes over, an
+    /// older one (kept in the assembler's cache for sessions still on it)
+    /// need not hold a listing per budget, tens of kilobytes each.
     pub(crate) fn take_arranged_budgets(&self) -> Vec<u64> {
         let mut kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
         kept.drain(..).map(|(budget, _)| budget).collect()
