@@ -4,8 +4,8 @@
 //! one large tool alone gets its description shortened, its schema
 //! whole; `tool_search` drops whole lower-ranked matches.
 
-use quiver_catalog::bridge::json_chars;
 use quiver_tests::dispatch::fixture_with_shop;
+use quiver_tool::tokens::json_chars;
 use quiver_tool::tool::ToolSpec;
 use serde_json::json;
 

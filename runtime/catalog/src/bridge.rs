@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::assembly::Assembly;
 use quiver_tool::naming::{BRIDGE_TOOL_NAMES, is_bridge_name};
+use quiver_tool::tokens::json_chars;
 use quiver_tool::tool::Tool;
 
 /// Longest description returned in a search match, in characters.
@@ -538,14 +539,6 @@ pub fn describe_within(
     Ok(out)
 }
 
-/// Characters of the compact JSON text of `value`, counted as it is
-/// written, without the text.
-pub fn json_chars(value: &Value) -> usize {
-    // Serialising a `Value` fails only if the writer does; the counter's
-    // never does.
-    quiver_tool::tokens::json_chars(value).unwrap_or_else(|| value.to_string().chars().count())
-}
-
 /// The `{"tools": [...]}` answer of a batch: every entry that fits within
 /// `max_chars`, in order, the rest named in `omitted` with a note.
 fn fit_batch(tools: Vec<(String, Value)>, max_chars: usize) -> Value {
@@ -774,22 +767,6 @@ mod tests {
     use quiver_tool::registry::ToolRegistry;
     use quiver_tool::scope::Scope;
     use quiver_tool::tool::{ToolSource, ToolSpec};
-
-    #[test]
-    fn json_chars_counts_the_characters_of_the_compact_text() {
-        for value in [
-            json!(null),
-            json!({"a": [1, 2.5, true], "b": "plain"}),
-            json!({"é": "naïve — ünïcödé ✓ 𝄞", "quote": "\"back\\slash\"\n\t", "ctl": "\u{1}"}),
-            json!("x".repeat(70_000)),
-        ] {
-            assert_eq!(
-                json_chars(&value),
-                value.to_string().chars().count(),
-                "{value}"
-            );
-        }
-    }
 
     fn assembly(scope: Scope) -> Assembly {
         let registry = ToolRegistry::new();

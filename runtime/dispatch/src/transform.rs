@@ -17,7 +17,7 @@ pub fn cut_result(content: &Value, max_chars: usize) -> Option<Value> {
     let text: &str = match content {
         Value::String(text) => text,
         other => {
-            if json_chars_at_most(other, max_chars) {
+            if quiver_tool::tokens::json_chars(other) <= max_chars {
                 return None;
             }
             owned = other.to_string();
@@ -36,23 +36,6 @@ pub fn cut_result(content: &Value, max_chars: usize) -> Option<Value> {
         "{}\n[quiver: result cut: showed {max_chars} of {total} characters]",
         &text[..end]
     )))
-}
-
-/// Whether the compact JSON of `value` has at most `max` bytes (and so at
-/// most `max` characters), without building it.
-fn json_chars_at_most(value: &Value, max: usize) -> bool {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    serde_json::to_writer(&mut counter, value).is_ok() && counter.0 <= max
 }
 
 /// Adds [`ResultCap`] around a service.

@@ -398,38 +398,14 @@ pub fn function_definition(name: &str, description: &str, parameters: &Value) ->
     Value::Object(definition)
 }
 
-/// The characters of [`function_definition`]'s JSON text, counted as it
-/// is written: building that value copied the whole schema, and a
-/// reload builds a tool for every changed spec.
+/// The characters of [`function_definition`]'s JSON text, counted
+/// without building it: building it copies the whole schema, and a reload
+/// builds a tool for every changed spec.
 fn definition_chars(name: &str, description: &str, parameters: &Value) -> usize {
-    #[derive(serde::Serialize)]
-    struct Definition<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        function: Function<'a>,
-    }
-    #[derive(serde::Serialize)]
-    struct Function<'a> {
-        name: &'a str,
-        description: &'a str,
-        parameters: &'a Value,
-    }
-    let definition = Definition {
-        kind: "function",
-        function: Function {
-            name,
-            description,
-            parameters,
-        },
-    };
-    // Writing to a counter cannot fail, nor can serialising a `Value`.
-    match crate::tokens::json_chars(&definition) {
-        Some(chars) => chars,
-        None => function_definition(name, description, parameters)
-            .to_string()
-            .chars()
-            .count(),
-    }
+    use crate::tokens::{json_chars, json_str_chars};
+    // Everything but the three values; key order does not change a length.
+    const FRAME: &str = r#"{"type":"function","function":{"name":,"description":,"parameters":}}"#;
+    FRAME.len() + json_str_chars(name) + json_str_chars(description) + json_chars(parameters)
 }
 
 /// Words that end with a period without ending a sentence (compared
