@@ -258,27 +258,28 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
         }
     }
     let width = bound as usize + 1;
+    // Weights fit in 32 bits below `u32::MAX` (the capacity is a listing
+    // budget in characters): half the memory to stream through per row.
+    let capacity = match u32::try_from(capacity) {
+        Ok(capacity) if capacity < u32::MAX => capacity,
+        _ => return greedy(&by_density, items, capacity),
+    };
     if width.saturating_mul(candidates.len()) > MAX_KNAPSACK_CELLS {
-        let mut room = capacity;
-        let mut chosen = Vec::new();
-        for &i in &by_density {
-            let (w, _) = items.get(i).copied().unwrap_or_default();
-            if w <= room {
-                room -= w;
-                chosen.push(i);
-            }
-        }
-        chosen.sort_unstable();
-        return chosen;
+        return greedy(&by_density, items, u64::from(capacity));
     }
-    const UNREACHABLE: u64 = u64::MAX;
+    const UNREACHABLE: u32 = u32::MAX;
+    // `best[value]`: the least weight reaching `value` with the rows so far.
     let mut best = vec![UNREACHABLE; width];
     if let Some(first) = best.first_mut() {
         *first = 0;
     }
-    // One bit per (row, value): an eighth of a bool table, which at
-    // thousands of tools would be large enough to be mapped fresh (and
-    // page-faulted in) on every plan.
+    // Each row reads the previous row's weights from a copy, so its loop
+    // carries no dependence from one value to the next and the compiler
+    // runs it several values at a time; the values it improved are
+    // recorded after, one bit per (row, value): an eighth of a bool table,
+    // which at thousands of tools would be large enough to be mapped fresh
+    // (and page-faulted in) on every plan.
+    let mut before = vec![UNREACHABLE; width];
     let mut took = vec![0u64; (width * candidates.len()).div_ceil(64)];
     let bit = |at: usize| (at / 64, 1u64 << (at % 64));
     // Values above the rows so far's total are unreachable: each row
@@ -286,20 +287,31 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
     let mut reachable = 0usize;
     for (row, &i) in candidates.iter().enumerate() {
         let (w, v) = items.get(i).copied().unwrap_or_default();
+        // A candidate weighs at most the capacity.
+        let w = u32::try_from(w).unwrap_or(UNREACHABLE);
         let v = v as usize;
         reachable = (reachable + v).min(width - 1);
-        for value in (v..=reachable).rev() {
-            let Some(&from) = best.get(value - v) else {
-                continue;
-            };
-            if from == UNREACHABLE {
-                continue;
+        let end = reachable + 1;
+        let (Some(now), Some(was)) = (best.get_mut(..end), before.get_mut(..end)) else {
+            continue;
+        };
+        was.copy_from_slice(now);
+        let (Some(scanned), Some(from)) = (now.get_mut(v..), was.get(..end - v)) else {
+            continue;
+        };
+        for (current, &from) in scanned.iter_mut().zip(from) {
+            let weight = from.saturating_add(w);
+            if weight <= capacity && weight < *current {
+                *current = weight;
             }
-            let weight = from + w;
-            if weight <= capacity && best.get(value).is_some_and(|&current| weight < current) {
-                best[value] = weight;
-                let (word, mask) = bit(row * width + value);
-                took[word] |= mask;
+        }
+        let unchanged = was.get(v..).unwrap_or_default();
+        for (offset, (&now, &was)) in scanned.iter().zip(unchanged).enumerate() {
+            if now != was {
+                let (word, mask) = bit(row * width + v + offset);
+                if let Some(word) = took.get_mut(word) {
+                    *word |= mask;
+                }
             }
         }
     }
@@ -315,6 +327,22 @@ fn knapsack(items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
         if value > 0 && took.get(word).is_some_and(|w| w & mask != 0) {
             chosen.push(i);
             value -= items.get(i).map_or(0, |&(_, v)| v as usize);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
+/// The greedy choice by value per weight, densest first, for tables too
+/// large for the exact knapsack.
+fn greedy(by_density: &[usize], items: &[(u64, u64)], capacity: u64) -> Vec<usize> {
+    let mut room = capacity;
+    let mut chosen = Vec::new();
+    for &i in by_density {
+        let (w, _) = items.get(i).copied().unwrap_or_default();
+        if w <= room {
+            room -= w;
+            chosen.push(i);
         }
     }
     chosen.sort_unstable();
@@ -604,6 +632,36 @@ mod tests {
         assert_eq!(knapsack(&items, 8), vec![1, 2]);
         assert_eq!(knapsack(&items, 100), vec![0, 1, 2]);
         assert!(knapsack(&items, 3).is_empty());
+    }
+
+    proptest::proptest! {
+        /// The knapsack's choice is an optimum of every subset: the
+        /// greatest value within the capacity, and the least weight among
+        /// those.
+        #[test]
+        fn knapsack_matches_every_subset(
+            items in proptest::collection::vec((0u64..60, 0u64..20), 0..11),
+            capacity in 0u64..200,
+        ) {
+            let mut best: Option<(u64, std::cmp::Reverse<u64>)> = None;
+            for mask in 0u32..(1 << items.len()) {
+                let chosen: Vec<usize> = (0..items.len()).filter(|i| mask & (1 << i) != 0).collect();
+                let weight: u64 = chosen.iter().map(|&i| items[i].0).sum();
+                let value: u64 = chosen.iter().map(|&i| items[i].1).sum();
+                if weight <= capacity {
+                    let key = (value, std::cmp::Reverse(weight));
+                    if best.as_ref().is_none_or(|b| key > *b) {
+                        best = Some(key);
+                    }
+                }
+            }
+            let picked = knapsack(&items, capacity);
+            let weight: u64 = picked.iter().map(|&i| items[i].0).sum();
+            let value: u64 = picked.iter().map(|&i| items[i].1).sum();
+            let (best_value, std::cmp::Reverse(best_weight)) = best.unwrap();
+            proptest::prop_assert!(weight <= capacity);
+            proptest::prop_assert_eq!((value, weight), (best_value, best_weight));
+        }
     }
 
     #[test]
