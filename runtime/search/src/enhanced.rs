@@ -1120,6 +1120,9 @@ impl EnhancedIndex {
         segments: Vec<Arc<EnhancedSegment>>,
         directory: Option<Arc<Directory>>,
     ) -> EnhancedIndex {
+        // The synonym table is made once per process; made here, on the
+        // background pass that builds indexes, no search waits for it.
+        synonym_stems();
         let mut positions: HashMap<u64, u32> = HashMap::default();
         positions.reserve(segments.len());
         let mut overlay = Vec::new();
