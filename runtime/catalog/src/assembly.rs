@@ -106,6 +106,10 @@ pub struct Assembler {
     background: AtomicBool,
     /// The generation of the last finished background pass.
     ready: tokio::sync::watch::Sender<u64>,
+    /// Catalogs a turn evicted from the cache while a background pass
+    /// runs, for the pass to drop: the last reference to an old
+    /// generation's index frees megabytes, which a turn must not wait for.
+    evicted: Mutex<Vec<CachedCatalog>>,
 }
 
 impl Assembler {
@@ -139,6 +143,7 @@ impl Assembler {
             cache: Mutex::new(VecDeque::new()),
             background: AtomicBool::new(false),
             ready: tokio::sync::watch::Sender::new(0),
+            evicted: Mutex::new(Vec::new()),
         }
     }
 
@@ -308,38 +313,87 @@ impl Assembler {
             scope: scope.cache_key(),
             defer,
         };
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = cache
-            .iter()
-            .position(|e| e.key == key)
-            .and_then(|position| cache.remove(position))
-        {
-            let catalog = entry.catalog.clone();
-            cache.push_front(entry);
-            return catalog;
-        }
-        // The same sessions' latest earlier catalog: its unchanged groups
-        // are reused, and its index answers while this one's is built.
-        let previous = key.latest_before(&cache).map(|e| e.catalog.clone());
+        let lock = || self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = {
+            let mut cache = lock();
+            if let Some(entry) = cache
+                .iter()
+                .position(|e| e.key == key)
+                .and_then(|position| cache.remove(position))
+            {
+                let catalog = entry.catalog.clone();
+                cache.push_front(entry);
+                return catalog;
+            }
+            // The same sessions' latest earlier catalog: its unchanged
+            // groups are reused, and its index answers while this one's is
+            // built.
+            key.latest_before(&cache).map(|e| e.catalog.clone())
+        };
+        // Built outside the lock: the background pass builds catalogs at
+        // a lower priority, and a turn must not wait for it to be
+        // scheduled again to find its own catalog.
         let catalog = Arc::new(
             Catalog::build_after(previous.as_deref(), snapshot, scope, &self.config, defer)
                 .with_segments(self.segments.clone()),
         );
-        if let Some(index) = self.segments.compose_cached(catalog.groups()) {
-            catalog.set_index(Arc::new(index));
-        } else if self.background.load(Ordering::Acquire) {
-            // The background pass is building this generation's segments.
-            if let Some(index) = previous.and_then(|p| p.serving_index()) {
-                catalog.serve_meanwhile(index);
+        // With a background pass, the pass composes this generation's
+        // index and sets it on the cached catalog; until then the previous
+        // generation's index answers, and a turn never composes one itself.
+        // Without one to serve (a new scope), the index is composed here
+        // from the cached segments, if they all are.
+        let meanwhile = self
+            .background
+            .load(Ordering::Acquire)
+            .then(|| previous.and_then(|p| p.serving_index()))
+            .flatten();
+        match meanwhile {
+            Some(index) => catalog.serve_meanwhile(index),
+            None => {
+                if let Some(index) = self.segments.compose_cached(catalog.groups()) {
+                    catalog.set_index(Arc::new(index));
+                }
             }
+        }
+        let mut cache = lock();
+        // Built meanwhile by another turn or the pass: the first one is
+        // kept, so every turn of a generation shares one catalog, its
+        // index and its arrangements.
+        if let Some(entry) = cache.iter().find(|e| e.key == key) {
+            return entry.catalog.clone();
         }
         cache.push_front(CachedCatalog {
             key,
             scope: scope.clone(),
             catalog: catalog.clone(),
         });
-        cache.truncate(self.cache_capacity);
+        if cache.len() > self.cache_capacity {
+            let evicted = cache.split_off(self.cache_capacity);
+            drop(cache);
+            self.evict(evicted);
+        }
         catalog
+    }
+
+    /// Lets `evicted` go: at once without a background pass, else kept
+    /// for the pass to drop (see [`Assembler::release_evicted`]), unless
+    /// more than a cache's worth already wait.
+    fn evict(&self, evicted: VecDeque<CachedCatalog>) {
+        if !self.background.load(Ordering::Acquire) {
+            return;
+        }
+        let mut waiting = self.evicted.lock().unwrap_or_else(PoisonError::into_inner);
+        if waiting.len() < self.cache_capacity.max(1) {
+            waiting.extend(evicted);
+        }
+    }
+
+    /// Drops the catalogs turns evicted since the last pass; the
+    /// background pass runs it once its change is searchable.
+    fn release_evicted(&self) {
+        let evicted =
+            std::mem::take(&mut *self.evicted.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(evicted);
     }
 
     /// The listing budget for a session with `context_tokens` of context.
@@ -439,7 +493,7 @@ impl Assembler {
         let sent_chars: u64 = eager_chars
             + tools[catalog.eager().len()..]
                 .iter()
-                .map(|t| crate::bridge::json_chars(t) as u64)
+                .map(|t| tokens::json_chars(t) as u64)
                 .sum::<u64>();
         let savings = Savings {
             tokens_without_tool_search: tokens::tokens_for_chars(eager_chars + deferred_chars),
@@ -476,7 +530,8 @@ impl IndexThread {
                 // After the change is searchable: never delays it.
                 if let Some(assembler) = worker.upgrade() {
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        assembler.arrange_ahead(&snapshot)
+                        assembler.arrange_ahead(&snapshot);
+                        assembler.release_evicted();
                     }));
                 }
             }
@@ -502,9 +557,15 @@ impl IndexThread {
             }
         }
         let assembler = self.assembler.clone();
-        tokio::task::spawn_blocking(move || prepare_once(&assembler, &snapshot))
-            .await
-            .unwrap_or(false)
+        tokio::task::spawn_blocking(move || {
+            let prepared = prepare_once(&assembler, &snapshot);
+            if let Some(assembler) = assembler.upgrade() {
+                assembler.release_evicted();
+            }
+            prepared
+        })
+        .await
+        .unwrap_or(false)
     }
 }
 
@@ -965,6 +1026,44 @@ mod tests {
             .iter()
             .map(|h| (h.tool.name().to_owned(), h.score))
             .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turn_leaves_the_catalogs_it_evicts_for_the_background_pass_to_drop() {
+        let registry = Arc::new(ToolRegistry::new());
+        registry.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("alpha")]);
+        registry.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("beta")]);
+        let assembler = Arc::new(Assembler::with_cache_capacity(
+            ToolSearchConfig::default(),
+            1,
+        ));
+        let _task = assembler.index_in_background(&registry);
+        assembler
+            .index_ready(registry.snapshot().generation())
+            .await;
+        let snapshot = registry.snapshot();
+        let everything = Arc::downgrade(&assembler.catalog(&snapshot, &Scope::all(), true));
+        // Another scope's turn takes the only place in the cache.
+        let only_a = Scope::new(["mcp-a"]).unwrap();
+        let turn = assembler.assemble(&snapshot, &only_a, 50_000);
+        assert_eq!(hits(&turn, "alpha")[0].0, "mcp_a_alpha");
+        assert_eq!(
+            everything.strong_count(),
+            1,
+            "the evicted catalog waits for the pass"
+        );
+        let generation = registry
+            .set_source_tools(ToolSource::Mcp("b".into()), vec![spec("gamma")])
+            .generation;
+        assembler.index_ready(generation).await;
+        // The pass lets it go after the change is searchable.
+        for _ in 0..500 {
+            if everything.strong_count() == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(everything.strong_count(), 0, "the pass dropped it");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
