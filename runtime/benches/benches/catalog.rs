@@ -22,6 +22,9 @@
 //! - `change/first_search_after_change/*`: the first `Assembly::search`
 //!   after such a change, once the pass is done; `search_without_change`:
 //!   the same query when nothing changed.
+//! - `change/first_assembly_after_change/*`: a turn that reaches the
+//!   changed generation before the pass: its catalog is made from the
+//!   previous one's groups and its tools array arranged, inline.
 //!
 //! `cargo bench -p quiver-benches --bench catalog` runs everything; a filter
 //! such as `-- search/queries` loads only the catalogs it needs.
@@ -647,6 +650,20 @@ fn change(c: &mut Criterion, sets: &[Set]) {
                     assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS)
                 },
                 |assembly| assembly.search(query, None),
+                BatchSize::PerIteration,
+            );
+        });
+        group.bench_function(id("first_assembly_after_change", set), |b| {
+            let (registry, assembler) = changing(set);
+            let mut round = 0;
+            b.iter_batched(
+                || {
+                    round += 1;
+                    let (source, specs) = changed_specs(load(set), round);
+                    registry.set_source_tools(source, specs);
+                    registry.snapshot()
+                },
+                |snapshot| assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS),
                 BatchSize::PerIteration,
             );
         });
