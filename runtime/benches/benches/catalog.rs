@@ -579,6 +579,15 @@ fn changed_specs(fixture: &Fixture, round: u64) -> (quiver_tool::tool::ToolSourc
     (server.source().clone(), specs)
 }
 
+/// The next round's change to `registry` (see [`changed_specs`]),
+/// published, and its snapshot.
+fn change_once(registry: &ToolRegistry, set: Set, round: &mut u64) -> Arc<RegistrySnapshot> {
+    *round += 1;
+    let (source, specs) = changed_specs(load(set), *round);
+    registry.set_source_tools(source, specs);
+    registry.snapshot()
+}
+
 /// A registry of its own for `set` (changes must not leak into the shared
 /// fixtures) with an assembler whose background pass has run once.
 fn changing(set: Set) -> (ToolRegistry, Assembler) {
@@ -642,10 +651,7 @@ fn change(c: &mut Criterion, sets: &[Set]) {
             let mut round = 0;
             b.iter_batched(
                 || {
-                    round += 1;
-                    let (source, specs) = changed_specs(load(set), round);
-                    registry.set_source_tools(source, specs);
-                    let snapshot = registry.snapshot();
+                    let snapshot = change_once(&registry, set, &mut round);
                     assembler.prepare(&snapshot);
                     assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS)
                 },
@@ -657,12 +663,7 @@ fn change(c: &mut Criterion, sets: &[Set]) {
             let (registry, assembler) = changing(set);
             let mut round = 0;
             b.iter_batched(
-                || {
-                    round += 1;
-                    let (source, specs) = changed_specs(load(set), round);
-                    registry.set_source_tools(source, specs);
-                    registry.snapshot()
-                },
+                || change_once(&registry, set, &mut round),
                 |snapshot| assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS),
                 BatchSize::PerIteration,
             );
