@@ -527,13 +527,7 @@ impl IndexThread {
             // Ends when the task (holding the sender) ends.
             while let Ok((snapshot, done)) = queue.recv() {
                 let _ = done.send(prepare_once(&worker, &snapshot));
-                // After the change is searchable: never delays it.
-                if let Some(assembler) = worker.upgrade() {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        assembler.arrange_ahead(&snapshot);
-                        assembler.release_evicted();
-                    }));
-                }
+                after_pass(&worker, &snapshot);
             }
         });
         let passes = match started {
@@ -557,15 +551,25 @@ impl IndexThread {
             }
         }
         let assembler = self.assembler.clone();
-        tokio::task::spawn_blocking(move || {
-            let prepared = prepare_once(&assembler, &snapshot);
-            if let Some(assembler) = assembler.upgrade() {
-                assembler.release_evicted();
-            }
-            prepared
-        })
-        .await
-        .unwrap_or(false)
+        let pass = snapshot.clone();
+        let prepared = tokio::task::spawn_blocking(move || prepare_once(&assembler, &pass))
+            .await
+            .unwrap_or(false);
+        let assembler = self.assembler.clone();
+        tokio::task::spawn_blocking(move || after_pass(&assembler, &snapshot));
+        prepared
+    }
+}
+
+/// What a pass does once its change is searchable, so it never delays it:
+/// arranges the new catalogs for the budgets in use
+/// ([`Assembler::arrange_ahead`]) and drops the catalogs turns evicted.
+fn after_pass(assembler: &Weak<Assembler>, snapshot: &RegistrySnapshot) {
+    if let Some(assembler) = assembler.upgrade() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            assembler.arrange_ahead(snapshot);
+            assembler.release_evicted();
+        }));
     }
 }
 
