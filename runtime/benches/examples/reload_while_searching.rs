@@ -102,6 +102,9 @@ struct Slow {
     stalls: Stalls,
 }
 
+/// The searching session's context size.
+const CONTEXT_TOKENS: u64 = 200_000;
+
 /// Searches slower than this are listed one by one.
 const SLOW: Duration = Duration::from_micros(500);
 
@@ -125,7 +128,11 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let assembler = Arc::new(Assembler::new(ToolSearchConfig::default()));
+    // Told the session to come, as `quiver serve` tells it its models'
+    // context sizes: the first pass arranges its tools array.
+    let assembler = Arc::new(
+        Assembler::new(ToolSearchConfig::default()).expecting([(Scope::all(), CONTEXT_TOKENS)]),
+    );
     runtime.block_on(async {
         let _task = assembler.index_in_background(&registry);
         assembler
@@ -147,7 +154,7 @@ fn main() {
                 let before = Stalls::now();
                 let started = Instant::now();
                 let snapshot = registry.snapshot();
-                let assembly = assembler.assemble(&snapshot, &scope, 200_000);
+                let assembly = assembler.assemble(&snapshot, &scope, CONTEXT_TOKENS);
                 let assembled = started.elapsed();
                 std::hint::black_box(assembly.search(QUERIES[index % QUERIES.len()], None));
                 let took = started.elapsed();

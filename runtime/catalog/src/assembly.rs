@@ -86,6 +86,15 @@ struct CachedCatalog {
     catalog: Arc<Catalog>,
 }
 
+/// Sessions the configuration says will come (see
+/// [`Assembler::expecting`]): a scope, and the listing budgets of the
+/// context sizes they assemble at.
+struct Expected {
+    scope: Scope,
+    key: String,
+    budgets: Vec<u64>,
+}
+
 /// Builds assemblies under one tool-search configuration.
 ///
 /// Catalogs are cached under the registry generation, the scope and the
@@ -110,6 +119,9 @@ pub struct Assembler {
     /// runs, for the pass to drop: the last reference to an old
     /// generation's index frees megabytes, which a turn must not wait for.
     evicted: Mutex<Vec<CachedCatalog>>,
+    /// The scopes and budgets passes prepare and arrange before any turn
+    /// has asked for them.
+    expected: Vec<Expected>,
 }
 
 impl Assembler {
@@ -144,7 +156,31 @@ impl Assembler {
             background: AtomicBool::new(false),
             ready: tokio::sync::watch::Sender::new(0),
             evicted: Mutex::new(Vec::new()),
+            expected: Vec::new(),
         }
+    }
+
+    /// This assembler, told which sessions to expect: each a scope and
+    /// the context size it assembles at (the daemon passes its models' and
+    /// the gateway's). A background pass prepares those scopes' catalogs
+    /// even before any turn used them, and arranges a scope's first
+    /// catalog for those context sizes, so the process's first turn (and
+    /// the first after a config reload) finds its tools array made.
+    pub fn expecting(mut self, sessions: impl IntoIterator<Item = (Scope, u64)>) -> Assembler {
+        for (scope, context_tokens) in sessions {
+            let budget = self.budget_tokens(context_tokens);
+            let key = scope.cache_key();
+            match self.expected.iter_mut().find(|e| e.key == key) {
+                Some(known) if known.budgets.contains(&budget) => {}
+                Some(known) => known.budgets.push(budget),
+                None => self.expected.push(Expected {
+                    scope,
+                    key,
+                    budgets: vec![budget],
+                }),
+            }
+        }
+        self
     }
 
     /// An assembler for `config` that starts from `previous`'s segments
@@ -189,13 +225,14 @@ impl Assembler {
         let registry = Arc::downgrade(registry);
         let passes = IndexThread::start(assembler.clone());
         tokio::spawn(async move {
+            let mut first = true;
             loop {
                 changes.borrow_and_update();
                 let Some(snapshot) = registry.upgrade().map(|r| r.snapshot()) else {
                     break;
                 };
                 let generation = snapshot.generation();
-                if !passes.run(snapshot).await {
+                if !passes.run(snapshot, std::mem::take(&mut first)).await {
                     tracing::warn!(
                         generation,
                         "background indexing failed; searches index when they need to"
@@ -214,28 +251,32 @@ impl Assembler {
     }
 
     /// Builds `snapshot`'s catalogs for the scopes in use (every cached
-    /// scope, else every tool) and their search indexes, reusing the
-    /// segments of unchanged sources and building the others. Blocking:
-    /// the background task runs it on the blocking pool.
+    /// scope and every expected one, else every tool) and their search
+    /// indexes, reusing the segments of unchanged sources and building the
+    /// others. Blocking: the background task runs it on a thread of its own.
     pub fn prepare(&self, snapshot: &Arc<RegistrySnapshot>) {
         self.segments.begin_pass();
-        let mut scopes: Vec<(Scope, bool)> = Vec::new();
+        let defer = self.config.enabled != Switch::Off;
+        let mut scopes: Vec<(Scope, String, bool)> = Vec::new();
+        let mut add = |scope: &Scope, key: &str, defer: bool| {
+            if !scopes.iter().any(|(_, k, d)| k == key && *d == defer) {
+                scopes.push((scope.clone(), key.to_owned(), defer));
+            }
+        };
         {
             let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             for entry in cache.iter() {
-                if !scopes
-                    .iter()
-                    .any(|(s, d)| s.cache_key() == entry.key.scope && *d == entry.key.defer)
-                {
-                    scopes.push((entry.scope.clone(), entry.key.defer));
-                }
+                add(&entry.scope, &entry.key.scope, entry.key.defer);
             }
         }
+        for expected in &self.expected {
+            add(&expected.scope, &expected.key, defer);
+        }
         if scopes.is_empty() {
-            scopes.push((Scope::all(), self.config.enabled != Switch::Off));
+            scopes.push((Scope::all(), Scope::all().cache_key(), defer));
         }
         let mut catalogs = Vec::with_capacity(scopes.len());
-        for (scope, defer) in scopes {
+        for (scope, _, defer) in scopes {
             let catalog = self.catalog(snapshot, &scope, defer);
             if !catalog.is_index_ready() {
                 catalog.set_index(Arc::new(self.segments.compose(catalog.groups())));
@@ -257,10 +298,13 @@ impl Assembler {
 
     /// Arranges the catalogs of `snapshot`'s generation (see
     /// [`Assembler::prepare`]) for the listing budgets their scope's
-    /// previous catalog was arranged with, so each session's next turn finds
-    /// its tools array made, and lets the previous catalog's arrangements
-    /// go. The background pass runs it once the change is searchable.
+    /// previous catalog was arranged with (a scope's first catalog: the
+    /// budgets [`Assembler::expecting`] named for it), so each session's
+    /// next turn finds its tools array made, and lets the previous
+    /// catalog's arrangements go. The background pass runs it once the
+    /// change is searchable (on its first pass, before).
     pub fn arrange_ahead(&self, snapshot: &RegistrySnapshot) {
+        let defer = self.config.enabled != Switch::Off;
         let mut work: Vec<(Arc<Catalog>, Vec<u64>)> = Vec::new();
         {
             let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
@@ -268,11 +312,15 @@ impl Assembler {
                 e.key.registry_id == snapshot.registry_id()
                     && e.key.generation == snapshot.generation()
             }) {
-                let budgets = entry
-                    .key
-                    .latest_before(&cache)
-                    .map(|e| e.catalog.take_arranged_budgets())
-                    .unwrap_or_default();
+                let budgets = match entry.key.latest_before(&cache) {
+                    Some(previous) => previous.catalog.take_arranged_budgets(),
+                    None => self
+                        .expected
+                        .iter()
+                        .find(|e| e.key == entry.key.scope && entry.key.defer == defer)
+                        .map(|e| e.budgets.clone())
+                        .unwrap_or_default(),
+                };
                 work.push((entry.catalog.clone(), budgets));
             }
         }
@@ -515,19 +563,25 @@ impl Assembler {
 /// blocking pool at normal priority.
 struct IndexThread {
     assembler: Weak<Assembler>,
-    passes: Option<std::sync::mpsc::Sender<(Arc<RegistrySnapshot>, oneshot::Sender<bool>)>>,
+    passes: Option<std::sync::mpsc::Sender<Pass>>,
+}
+
+/// One pass to run: a published snapshot, whether it is the assembler's
+/// first, and where to say the change is searchable (false: it panicked).
+struct Pass {
+    snapshot: Arc<RegistrySnapshot>,
+    first: bool,
+    searchable: oneshot::Sender<bool>,
 }
 
 impl IndexThread {
     fn start(assembler: Weak<Assembler>) -> IndexThread {
-        let (passes, queue) =
-            std::sync::mpsc::channel::<(Arc<RegistrySnapshot>, oneshot::Sender<bool>)>();
+        let (passes, queue) = std::sync::mpsc::channel::<Pass>();
         let worker = assembler.clone();
         let started = background::spawn("quiver-index", move || {
             // Ends when the task (holding the sender) ends.
-            while let Ok((snapshot, done)) = queue.recv() {
-                let _ = done.send(prepare_once(&worker, &snapshot));
-                after_pass(&worker, &snapshot);
+            while let Ok(pass) = queue.recv() {
+                run_pass(&worker, pass);
             }
         });
         let passes = match started {
@@ -541,45 +595,58 @@ impl IndexThread {
     }
 
     /// Runs one pass over `snapshot`; false when it failed (it panicked).
-    async fn run(&self, mut snapshot: Arc<RegistrySnapshot>) -> bool {
+    async fn run(&self, snapshot: Arc<RegistrySnapshot>, first: bool) -> bool {
+        let (searchable, answer) = oneshot::channel();
+        let mut pass = Pass {
+            snapshot,
+            first,
+            searchable,
+        };
         if let Some(passes) = &self.passes {
-            let (done, finished) = oneshot::channel();
-            match passes.send((snapshot, done)) {
-                Ok(()) => return finished.await.unwrap_or(false),
+            match passes.send(pass) {
+                Ok(()) => return answer.await.unwrap_or(false),
                 // The thread is gone: the pool takes over.
-                Err(std::sync::mpsc::SendError((back, _))) => snapshot = back,
+                Err(std::sync::mpsc::SendError(back)) => pass = back,
             }
         }
         let assembler = self.assembler.clone();
-        let pass = snapshot.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_once(&assembler, &pass))
-            .await
-            .unwrap_or(false);
-        let assembler = self.assembler.clone();
-        tokio::task::spawn_blocking(move || after_pass(&assembler, &snapshot));
-        prepared
+        tokio::task::spawn_blocking(move || run_pass(&assembler, pass));
+        answer.await.unwrap_or(false)
     }
 }
 
-/// What a pass does once its change is searchable, so it never delays it:
-/// arranges the new catalogs for the budgets in use
-/// ([`Assembler::arrange_ahead`]) and drops the catalogs turns evicted.
-fn after_pass(assembler: &Weak<Assembler>, snapshot: &RegistrySnapshot) {
-    if let Some(assembler) = assembler.upgrade() {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            assembler.arrange_ahead(snapshot);
-            assembler.release_evicted();
-        }));
-    }
-}
-
-/// [`Assembler::prepare`] if the assembler is still there; false if it
-/// panicked (the catalogs then index on first use).
-fn prepare_once(assembler: &Weak<Assembler>, snapshot: &Arc<RegistrySnapshot>) -> bool {
+/// One pass: makes the change searchable ([`Assembler::prepare`]), says
+/// so, then arranges the new catalogs for the budgets in use
+/// ([`Assembler::arrange_ahead`]) and drops the catalogs turns evicted,
+/// so that work never delays the change. The first pass arranges before
+/// it says so: nothing earlier serves turns then, and the process's
+/// first turn finds its tools array made.
+fn run_pass(assembler: &Weak<Assembler>, pass: Pass) {
+    let Pass {
+        snapshot,
+        first,
+        searchable,
+    } = pass;
     let Some(assembler) = assembler.upgrade() else {
-        return true;
+        let _ = searchable.send(true);
+        return;
     };
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| assembler.prepare(snapshot))).is_ok()
+    let catching =
+        |work: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_ok();
+    let prepared = catching(&|| assembler.prepare(&snapshot));
+    let after = || {
+        catching(&|| {
+            assembler.arrange_ahead(&snapshot);
+            assembler.release_evicted();
+        })
+    };
+    if first {
+        after();
+    }
+    let _ = searchable.send(prepared);
+    if !first {
+        after();
+    }
 }
 
 const DESCRIBE_DESCRIPTION: &str = "Return the full description and JSON input schema of a tool found with tool_search or named in its listing.";
@@ -1116,6 +1183,57 @@ mod tests {
         // Server b's segment was reused, a's rebuilt: the cache holds both
         // generations' `a` until the next pass drops the unused one.
         assert!(assembler.segments().len() >= b_segment_before);
+    }
+
+    #[tokio::test]
+    async fn the_first_pass_arranges_the_expected_sessions_before_any_turn() {
+        let registry = Arc::new(ToolRegistry::new());
+        registry.set_source_tools(ToolSource::Mcp("a".into()), vec![spec("alpha")]);
+        registry.set_source_tools(ToolSource::Mcp("b".into()), vec![spec("beta")]);
+        let only_a = Scope::new(["mcp-a"]).unwrap();
+        let assembler = Arc::new(Assembler::new(ToolSearchConfig::default()).expecting([
+            (Scope::all(), 200_000),
+            (Scope::all(), 8_000),
+            (only_a.clone(), 8_000),
+        ]));
+        let (large, small) = (
+            assembler.budget_tokens(200_000),
+            assembler.budget_tokens(8_000),
+        );
+        assert_ne!(large, small);
+        let _task = assembler.index_in_background(&registry);
+        let generation = registry.snapshot().generation();
+        // Said searchable only once the first generation is arranged too.
+        assembler.index_ready(generation).await;
+        let snapshot = registry.snapshot();
+        let everything = assembler.catalog(&snapshot, &Scope::all(), true);
+        let mut budgets = everything.arranged_budgets();
+        budgets.sort_unstable();
+        assert_eq!(budgets, [small, large]);
+        let narrow = assembler.catalog(&snapshot, &only_a, true);
+        assert!(
+            narrow.is_index_ready(),
+            "an expected scope is indexed before its first turn"
+        );
+        assert_eq!(narrow.arranged_budgets(), [small]);
+        // The first turn takes what the pass made.
+        let turn = assembler.assemble(&snapshot, &only_a, 8_000);
+        assert!(std::ptr::eq(
+            turn.tools(),
+            narrow
+                .arranged(small, || unreachable!("arranged by the pass"))
+                .tools
+                .as_slice()
+        ));
+        assert_eq!(hits(&turn, "beta"), []);
+
+        // A change carries the budgets over, as for any scope in use.
+        let changed = registry
+            .set_source_tools(ToolSource::Mcp("a".into()), vec![spec("gamma")])
+            .generation;
+        assembler.index_ready(changed).await;
+        let next = assembler.assemble(&registry.snapshot(), &only_a, 8_000);
+        assert_eq!(hits(&next, "gamma")[0].0, "mcp_a_gamma");
     }
 
     #[test]

@@ -523,6 +523,30 @@ fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
 /// How long [`Daemon::search_ready`] waits for a generation's index.
 const SEARCH_READY_WAIT: Duration = Duration::from_secs(5);
 
+/// The sessions `config` says will come, each a scope and the context
+/// size it assembles at, for the background pass to prepare and arrange
+/// before their first turn: every tool at each model's context size (a
+/// session's default is its model's; the gateway's when no model is the
+/// default), and the gateway's grant at the gateway's.
+fn expected_sessions(config: &Config) -> Vec<(Scope, u64)> {
+    let clamp = |context: u64| context.clamp(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS);
+    let mut sessions: Vec<(Scope, u64)> = config
+        .models
+        .models
+        .values()
+        .map(|model| (Scope::all(), clamp(model.context_tokens)))
+        .collect();
+    if config.models.default_model.is_none() {
+        sessions.push((Scope::all(), clamp(config.gateway.context_tokens)));
+    }
+    // Validated with the config; a grant that is not a pattern is refused
+    // there, not here.
+    if let Ok(scope) = Scope::new(config.gateway.grants.iter().cloned()) {
+        sessions.push((scope, clamp(config.gateway.context_tokens)));
+    }
+    sessions
+}
+
 /// Builds everything `config` needs without putting any of it in force:
 /// the core tools, the chain, the models, the agent, the assembler, the
 /// plugin options and watcher. `old`: the config in force (on a reload),
@@ -624,10 +648,11 @@ fn prepare(
             )?)),
         },
     };
-    let assembler = Arc::new(match old_assembler {
+    let assembler = match old_assembler {
         Some(old) => Assembler::succeeding(old, config.tool_search.clone(), semantic),
         None => Assembler::with_semantic(config.tool_search.clone(), semantic),
-    });
+    };
+    let assembler = Arc::new(assembler.expecting(expected_sessions(&config)));
     let models = quiver_model::build_all(&config.models)?;
     let agent = Agent::new(
         registry.clone(),
@@ -1828,6 +1853,33 @@ mod tests {
         Daemon::start(config, DaemonOptions::default())
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn the_expected_sessions_are_the_models_and_the_gateways() {
+        let keys = |text: &str| -> Vec<(String, u64)> {
+            let config = crate::config::parse(text, "q.yaml").unwrap().config;
+            expected_sessions(&config)
+                .into_iter()
+                .map(|(scope, context)| (scope.cache_key(), context))
+                .collect()
+        };
+        let everything = Scope::all().cache_key();
+        let gateway = Scope::new(["core", "plugin-*"]).unwrap().cache_key();
+        assert_eq!(
+            keys("gateway:\n  grants: [core, \"plugin-*\"]\n  context_tokens: 8000\n"),
+            [(everything.clone(), 8000), (gateway.clone(), 8000)],
+            "no model: sessions take the gateway's context size"
+        );
+        let models = "models:\n  big:\n    provider: openai\n    model: x\n    context_tokens: 200000\n  small:\n    provider: openai\n    model: y\n    context_tokens: 16000\ndefault_model: small\ngateway:\n  grants: [core, \"plugin-*\"]\n  context_tokens: 8000\n";
+        assert_eq!(
+            keys(models),
+            [
+                (everything.clone(), 200_000),
+                (everything, 16_000),
+                (gateway, 8000)
+            ]
+        );
     }
 
     #[tokio::test]
