@@ -388,6 +388,8 @@ fn generated_tool(rng: &mut Lcg, domain: &str, verb: &str, noun: &str) -> Catalo
         description,
         input_schema: Value::Object(schema),
         api_call: None,
+        title: None,
+        annotations: None,
     }
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use quiver_tool::registry::{RegistryReport, ToolRegistry};
-use quiver_tool::tool::{ToolSource, ToolSpec};
+use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSource, ToolSpec};
 
 /// A catalog file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +66,43 @@ pub struct CatalogTool {
     /// `api_call`); entries with the same call are one operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_call: Option<String>,
+    /// Its display name (MCP `title`), if the catalog gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Its MCP annotations (a title and behaviour hints), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<CatalogAnnotations>,
+}
+
+/// A tool's MCP `annotations` in a catalog file.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct CatalogAnnotations {
+    /// A display name, used when the tool has no `title` of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The behaviour hints (`readOnlyHint` and the others).
+    #[serde(flatten)]
+    pub hints: ToolAnnotations,
+}
+
+impl CatalogTool {
+    /// What the tool says besides its name, description and arguments, by
+    /// the rule a live MCP server's tools are read with: its own title,
+    /// else its annotations' title, and the behaviour hints. So a catalog
+    /// dumped from a daemon (`quiver tools --dump`) searches as the daemon
+    /// does.
+    fn metadata(&self) -> ToolMetadata {
+        let annotations = self.annotations.as_ref();
+        ToolMetadata {
+            title: self
+                .title
+                .clone()
+                .or_else(|| annotations.and_then(|a| a.title.clone()))
+                .filter(|t| !t.trim().is_empty()),
+            annotations: annotations.map(|a| a.hints).unwrap_or_default(),
+            ..ToolMetadata::default()
+        }
+    }
 }
 
 fn empty_object_schema() -> Value {
@@ -124,6 +161,7 @@ pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<R
                         t.input_schema.clone(),
                     )
                     .with_operation(t.api_call.clone())
+                    .with_metadata(t.metadata())
                 })
                 .collect();
             let description = match server.title.as_deref().map(str::trim) {
@@ -162,6 +200,13 @@ pub fn dump(registry: &ToolRegistry) -> CatalogDocument {
                     description: t.description().to_owned(),
                     input_schema: t.input_schema().clone(),
                     api_call: t.operation().map(str::to_owned),
+                    title: t.title().map(str::to_owned),
+                    annotations: (t.annotations() != ToolAnnotations::default()).then(|| {
+                        CatalogAnnotations {
+                            title: None,
+                            hints: t.annotations(),
+                        }
+                    }),
                 })
                 .collect(),
         })
@@ -206,5 +251,55 @@ mod tests {
             .map(|t| t.api_call.as_deref())
             .collect();
         assert_eq!(calls, [Some("load('encoder')"), None]);
+    }
+
+    #[test]
+    fn a_tools_title_and_hints_are_read_as_from_a_live_server_and_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.json");
+        std::fs::write(
+            &path,
+            r#"{"servers": [{"name": "s", "tools": [
+                {"name": "own", "description": "", "title": "Own Title",
+                 "annotations": {"title": "Annotated", "readOnlyHint": true}},
+                {"name": "annotated", "description": "d", "annotations": {"title": "From Hints"}},
+                {"name": "blank", "description": "d", "title": "  "},
+                {"name": "plain", "description": "d"}
+            ]}]}"#,
+        )
+        .unwrap();
+        let registry = ToolRegistry::new();
+        register(&registry, &[read(&path).unwrap()]);
+        let snapshot = registry.snapshot();
+        let tool = |name: &str| {
+            snapshot.groups()[0]
+                .tools()
+                .iter()
+                .find(|t| t.original_name() == name)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(tool("own").title(), Some("Own Title"));
+        assert_eq!(tool("own").annotations().read_only_hint, Some(true));
+        assert_eq!(tool("annotated").title(), Some("From Hints"));
+        assert_eq!(tool("blank").title(), None);
+        assert!(tool("plain").metadata().is_none());
+        // Searched by its title, as a live server's tool is.
+        let assembler = crate::assembly::Assembler::new(Default::default());
+        let assembly = assembler.assemble(&snapshot, &quiver_tool::scope::Scope::all(), 100_000);
+        let found = assembly.search("hints", Some(1));
+        assert_eq!(found[0].tool.name(), "mcp_s_annotated");
+
+        let dumped = dump(&registry);
+        let again = ToolRegistry::new();
+        register(&again, &[dumped]);
+        let round_trip = again.snapshot();
+        for (before, after) in snapshot.groups()[0]
+            .tools()
+            .iter()
+            .zip(round_trip.groups()[0].tools())
+        {
+            assert_eq!(before.metadata(), after.metadata(), "{}", before.name());
+        }
     }
 }
