@@ -37,21 +37,28 @@ pub enum SemanticError {
     Model(#[from] EmbedError),
 }
 
-/// The text a tool is embedded as: `<server> <name in words>: <description>`.
+/// The text a tool is embedded as: `<server> <name in words> (<title>):
+/// <description>`, the title only when its words are not just the name's
+/// (`Gimmee Air Quality` for `airqualityforeast`, not `Create Issue` for
+/// `create_issue`).
 pub fn tool_text(tool: &Tool) -> String {
     let mut text = String::new();
     if let Some(group) = tool.source().group() {
         text.push_str(group);
         text.push(' ');
     }
-    let mut first = true;
-    identifier_parts(tool.original_name(), |part| {
-        if !first {
-            text.push(' ');
+    let mut named: Vec<String> = Vec::new();
+    identifier_parts(tool.original_name(), |part| named.push(part.to_owned()));
+    text.push_str(&named.join(" "));
+    if let Some(title) = tool.title().map(str::trim) {
+        let mut titled: Vec<String> = Vec::new();
+        identifier_parts(title, |part| titled.push(part.to_owned()));
+        if !titled.is_empty() && titled != named {
+            text.push_str(" (");
+            text.push_str(title);
+            text.push(')');
         }
-        first = false;
-        text.push_str(part);
-    });
+    }
     let description = tool.description().trim();
     if !description.is_empty() {
         text.push_str(": ");
@@ -574,5 +581,42 @@ impl SemanticIndex {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_tool::registry::ToolRegistry;
+    use quiver_tool::tool::{ToolMetadata, ToolSpec};
+    use serde_json::json;
+
+    fn text(name: &str, title: Option<&str>, description: &str) -> String {
+        let registry = ToolRegistry::new();
+        let spec = ToolSpec::new(name, description, json!({"type": "object"})).with_metadata(
+            ToolMetadata {
+                title: title.map(str::to_owned),
+                ..ToolMetadata::default()
+            },
+        );
+        registry.set_source_tools(ToolSource::Mcp("srv".into()), vec![spec]);
+        tool_text(&registry.snapshot().groups()[0].tools()[0])
+    }
+
+    #[test]
+    fn a_tool_is_embedded_with_its_title_when_the_title_says_more_than_its_name() {
+        assert_eq!(
+            text(
+                "airqualityforeast",
+                Some("Gimmee Air Quality"),
+                "Forecasts."
+            ),
+            "srv airqualityforeast (Gimmee Air Quality): Forecasts."
+        );
+        assert_eq!(
+            text("create_issue", Some("Create Issue"), "Opens one."),
+            "srv create issue: Opens one."
+        );
+        assert_eq!(text("getUser", None, " "), "srv get user");
     }
 }
