@@ -78,7 +78,7 @@ impl EmbeddingsConfig {
 /// The fused score's weight of the similarity unless `weight` says
 /// otherwise: chosen on the odd-indexed queries of every set (see
 /// docs/RETRIEVAL.md).
-pub const DEFAULT_EMBEDDING_WEIGHT: f64 = 0.8;
+pub const DEFAULT_EMBEDDING_WEIGHT: f64 = 1.0;
 
 impl ToolSearchConfig {
     /// Whether `name` matches an `eager` glob.
@@ -202,8 +202,8 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "tools.tool_search.embeddings.weight",
         kind: Kind::Text("a number from 0 to 1"),
-        default: DefaultValue::Described("0.8"),
-        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query the best lexical match already explains) to the power 2.5; one weight for every catalog",
+        default: DefaultValue::Described("1.0"),
+        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query the best lexical match already explains) to the power 3; one weight for every catalog",
     },
     Setting {
         key: "tools.tool_search.embeddings.max_tokens",

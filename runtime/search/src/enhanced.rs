@@ -59,18 +59,21 @@ use quiver_tool::tool::Tool;
 
 /// Hybrid search: the dense candidates, the tools most similar to the
 /// query, whose normalised similarity is fused with the lexical score.
-pub const DENSE_CANDIDATES: usize = 20;
+pub const DENSE_CANDIDATES: usize = 30;
 /// Hybrid search: the cosine similarity a dense candidate needs to be a
 /// result without lexical evidence, so an off-topic query still finds
-/// nothing.
-pub const MIN_SIMILARITY: f32 = 0.35;
+/// nothing. With all-MiniLM-L6-v2 a request and the tool it wants are often
+/// only 0.2 to 0.35 apart in cosine (half of metatool's gold tools are
+/// below 0.35), while requests no tool of a catalog serves reach 0.16 to
+/// 0.23 against mcp-popular's tools (see docs/RETRIEVAL.md, fifth round).
+pub const MIN_SIMILARITY: f32 = 0.2;
 /// Hybrid search: how steeply the similarities' weight falls as the best
 /// lexical match explains more of the query; the weight is scaled by
 /// `(1 - coverage)` to this power. Above 1, a query that one tool matches
 /// in most of its words keeps nearly its lexical order (half its words:
-/// 0.18 of the weight), while one that lexical search barely explains gets
-/// most of it (a quarter: 0.49).
-pub const COVERAGE_EXPONENT: f64 = 2.5;
+/// 0.125 of the weight), while one that lexical search barely explains gets
+/// most of it (a quarter: 0.42).
+pub const COVERAGE_EXPONENT: f64 = 3.0;
 
 /// BM25 saturation.
 pub const K1: f64 = 1.5;
