@@ -94,11 +94,10 @@ impl CatalogTool {
     fn metadata(&self) -> ToolMetadata {
         let annotations = self.annotations.as_ref();
         ToolMetadata {
-            title: self
-                .title
-                .clone()
-                .or_else(|| annotations.and_then(|a| a.title.clone()))
-                .filter(|t| !t.trim().is_empty()),
+            title: ToolMetadata::title_from(
+                self.title.as_deref(),
+                annotations.and_then(|a| a.title.as_deref()),
+            ),
             annotations: annotations.map(|a| a.hints).unwrap_or_default(),
             ..ToolMetadata::default()
         }
@@ -218,21 +217,24 @@ pub fn dump(registry: &ToolRegistry) -> CatalogDocument {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_tools_call_is_read_as_its_operation_and_written_back() {
+    /// A registry holding the catalog file `text`, read from disk.
+    fn registered(text: &str) -> ToolRegistry {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("catalog.json");
-        std::fs::write(
-            &path,
+        std::fs::write(&path, text).unwrap();
+        let registry = ToolRegistry::new();
+        register(&registry, &[read(&path).unwrap()]);
+        registry
+    }
+
+    #[test]
+    fn a_tools_call_is_read_as_its_operation_and_written_back() {
+        let registry = registered(
             r#"{"servers": [{"name": "hub", "tools": [
                 {"name": "encoder", "description": "Text vectors", "api_call": "load('encoder')"},
                 {"name": "plain", "description": "No call", "api_call": "  "}
             ]}]}"#,
-        )
-        .unwrap();
-        let document = read(&path).unwrap();
-        let registry = ToolRegistry::new();
-        register(&registry, &[document]);
+        );
         let snapshot = registry.snapshot();
         let tools = snapshot.groups()[0].tools();
         let operation = |name: &str| {
@@ -255,10 +257,7 @@ mod tests {
 
     #[test]
     fn a_tools_title_and_hints_are_read_as_from_a_live_server_and_written_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.json");
-        std::fs::write(
-            &path,
+        let registry = registered(
             r#"{"servers": [{"name": "s", "tools": [
                 {"name": "own", "description": "", "title": "Own Title",
                  "annotations": {"title": "Annotated", "readOnlyHint": true}},
@@ -266,10 +265,7 @@ mod tests {
                 {"name": "blank", "description": "d", "title": "  "},
                 {"name": "plain", "description": "d"}
             ]}]}"#,
-        )
-        .unwrap();
-        let registry = ToolRegistry::new();
-        register(&registry, &[read(&path).unwrap()]);
+        );
         let snapshot = registry.snapshot();
         let tool = |name: &str| {
             snapshot.groups()[0]

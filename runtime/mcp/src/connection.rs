@@ -351,11 +351,10 @@ pub async fn list_tools(
 pub fn tool_metadata(tool: &rmcp::model::Tool) -> ToolMetadata {
     let hints = tool.annotations.as_ref();
     ToolMetadata {
-        title: tool
-            .title
-            .clone()
-            .or_else(|| hints.and_then(|a| a.title.clone()))
-            .filter(|t| !t.trim().is_empty()),
+        title: ToolMetadata::title_from(
+            tool.title.as_deref(),
+            hints.and_then(|a| a.title.as_deref()),
+        ),
         annotations: ToolAnnotations {
             read_only_hint: hints.and_then(|a| a.read_only_hint),
             destructive_hint: hints.and_then(|a| a.destructive_hint),

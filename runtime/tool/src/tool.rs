@@ -91,6 +91,14 @@ impl ToolMetadata {
     pub fn is_empty(&self) -> bool {
         *self == ToolMetadata::default()
     }
+
+    /// A tool's display title as MCP gives it: the tool's own `title`,
+    /// else its annotations' `title`; a blank one is none.
+    pub fn title_from(own: Option<&str>, annotated: Option<&str>) -> Option<String> {
+        own.or(annotated)
+            .filter(|title| !title.trim().is_empty())
+            .map(str::to_owned)
+    }
 }
 
 /// Behaviour hints as MCP defines them (`readOnlyHint`, `destructiveHint`,
