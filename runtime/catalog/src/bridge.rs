@@ -44,11 +44,19 @@ pub enum BridgeError {
         /// Which bridge tool.
         bridge: &'static str,
     },
-    /// `query` is missing or not a string.
+    /// `query` is missing.
     #[error(
         "tool_search needs `query`: keywords describing the tool you need (a string), or `queries`: a list of them"
     )]
     MissingQuery,
+    /// `query` is given but is neither a string nor a list.
+    #[error(
+        "tool_search `query` must be a string of keywords describing the tool you need (or `queries`: a list of them), got {found}"
+    )]
+    QueryNotText {
+        /// What was received.
+        found: String,
+    },
     /// `queries` or `names` is not a list of strings (nor one string).
     #[error(
         "{bridge} `{key}` must be a list of 1 to {max} strings (a single string, or a JSON-encoded list of strings, is accepted too), got {found}"
@@ -176,6 +184,7 @@ impl BridgeError {
             BridgeError::NotAnObject { .. } => "arguments_not_object",
             BridgeError::MissingName { .. } => "missing_name",
             BridgeError::MissingQuery => "missing_query",
+            BridgeError::QueryNotText { .. } => "query_not_text",
             BridgeError::BadBatch { .. } => "bad_batch",
             BridgeError::BatchTooLong { .. } => "batch_too_long",
             BridgeError::EmptyQuery { .. } => "empty_query",
@@ -390,10 +399,15 @@ pub fn search_with_status(
             .collect();
         return Ok(with_quarantine_note(json!({"results": results}), status));
     }
-    let query = arguments
-        .get("query")
-        .and_then(Value::as_str)
-        .ok_or(BridgeError::MissingQuery)?;
+    let query = match arguments.get("query") {
+        None | Some(Value::Null) => return Err(BridgeError::MissingQuery),
+        Some(Value::String(query)) => query.as_str(),
+        Some(other) => {
+            return Err(BridgeError::QueryNotText {
+                found: other.to_string(),
+            });
+        }
+    };
     check_query(query, || "`query`".to_owned())?;
     Ok(with_quarantine_note(
         search_one(assembly, query, limit, status),
@@ -796,6 +810,9 @@ mod tests {
             search(&a, &json!({})).unwrap_err(),
             BridgeError::MissingQuery
         );
+        let wrong = search(&a, &json!({"query": 5})).unwrap_err();
+        assert_eq!(wrong.code(), "query_not_text");
+        assert!(wrong.to_string().ends_with("got 5"), "{wrong}");
         assert_eq!(
             search(&a, &json!("issue")).unwrap_err().code(),
             "arguments_not_object"
