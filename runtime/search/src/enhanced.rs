@@ -1852,7 +1852,8 @@ impl EnhancedIndex {
     /// Fuses the lexical `scores` with `fusion`'s similarities: the
     /// scores of the tools that clear the relevance floor, divided by the
     /// best of them, and the similarities of the [`DENSE_CANDIDATES`] most
-    /// similar tools, scaled from 0 (the last candidate) to 1 (the first),
+    /// similar tools, scaled from 0 (the last candidate's similarity or
+    /// [`MIN_SIMILARITY`], whichever is lower) to 1 (the first),
     /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
     /// share of the query's words that no lexical match explains (the most
     /// words any lexical match holds, of all the query's words) to the
@@ -1892,7 +1893,16 @@ impl EnhancedIndex {
         }
         candidates.sort_unstable_by(order);
         let high = candidates.first().map_or(0.0, |c| c.1);
-        let low = candidates.last().map_or(0.0, |c| c.1);
+        // Scaled from the floor, or from the last candidate when that is
+        // lower: a candidate at the floor counts for nothing, so where many
+        // tools are close to the query (near-duplicate models, say) the
+        // small differences between them are not stretched to the whole
+        // range.
+        let low = candidates
+            .last()
+            .map_or(0.0, |c| c.1)
+            .min(MIN_SIMILARITY)
+            .min(high);
         let span = f64::from(high - low);
 
         let mut ok = vec![false; n];
@@ -2333,6 +2343,42 @@ mod tests {
         };
         let hits = index.search_fused("text someone's phone", 3, Some(&fusion));
         assert_eq!(names(&hits)[0], "CreateMessage", "{:?}", names(&hits));
+    }
+
+    #[test]
+    fn fusion_does_not_stretch_small_differences_between_close_tools() {
+        let index = EnhancedIndex::build(
+            [
+                tool("t", "alpha_reader", "Reads alpha records"),
+                tool(
+                    "t",
+                    "beta_reader",
+                    "Reads beta records, one page after another, with filters",
+                ),
+                tool("t", "gamma", "Keeps a ledger"),
+            ]
+            .iter(),
+        );
+        let query = "alpha beta yak zebra";
+        let lexical = index.search(query, 3);
+        assert_eq!(names(&lexical), ["alpha_reader", "beta_reader"]);
+        // Each match holds a quarter of the query, so the similarities
+        // weigh in. Every tool is about as similar to it, the lexical
+        // second a little more than the first: scaled from the floor, not
+        // from the least similar of them, that difference stays small and
+        // the lexical order stands.
+        let similarity = [0.60, 0.61, 0.62];
+        let fusion = Fusion {
+            similarity: &similarity,
+            weight: 1.0,
+        };
+        let fused = index.search_fused(query, 3, Some(&fusion));
+        assert_eq!(
+            names(&fused)[..2],
+            ["alpha_reader", "beta_reader"],
+            "{:?}",
+            names(&fused)
+        );
     }
 
     #[test]
