@@ -1853,7 +1853,8 @@ impl EnhancedIndex {
     /// scores of the tools that clear the relevance floor, divided by the
     /// best of them, and the similarities of the [`DENSE_CANDIDATES`] most
     /// similar tools, scaled from 0 (the last candidate's similarity or
-    /// [`MIN_SIMILARITY`], whichever is lower) to 1 (the first),
+    /// [`MIN_SIMILARITY`], whichever is lower) to 1 (the first), and every
+    /// lexical match's similarity on the same scale,
     /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
     /// share of the query's words that no lexical match explains (the most
     /// words any lexical match holds, of all the query's words) to the
@@ -1925,6 +1926,19 @@ impl EnhancedIndex {
                 });
         let coverage = (f64::from(most_words) / query_words.max(1) as f64).min(1.0);
         let weight = fusion.weight.clamp(0.0, 1.0) * (1.0 - coverage).powf(COVERAGE_EXPONENT);
+        // A similarity on the candidates' scale: 0 at `low` or below.
+        let scaled = |similarity: f32| {
+            if !similarity.is_finite() || similarity <= low {
+                0.0
+            } else if span > 0.0 {
+                (f64::from(similarity - low) / span).min(1.0)
+            } else {
+                1.0
+            }
+        };
+        // Every lexical match counts its similarity on that scale, a match
+        // just outside the candidates too (it is not dissimilar for
+        // being the 31st).
         for &d in touched {
             if !lexical_ok(d) || best <= 0.0 {
                 continue;
@@ -1934,24 +1948,22 @@ impl EnhancedIndex {
                 ok.get_mut(d as usize),
                 scores.get(d as usize),
             ) {
-                *f = (1.0 - weight) * s / best;
+                let similarity = fusion.similarity.get(d as usize).copied().unwrap_or(0.0);
+                *f = (1.0 - weight) * s / best + weight * scaled(similarity);
                 *o = true;
                 fused_touched.push(d);
             }
         }
         for &(d, similarity) in &candidates {
-            let scaled = if span > 0.0 {
-                f64::from(similarity - low) / span
-            } else {
-                1.0
-            };
             if let (Some(f), Some(o)) = (fused.get_mut(d as usize), ok.get_mut(d as usize)) {
-                if *f == 0.0 {
-                    fused_touched.push(d);
+                if *o {
+                    // A lexical match: counted above.
+                    continue;
                 }
+                fused_touched.push(d);
                 // A tiny floor keeps the last candidate a (low) result.
-                *f += weight * scaled.max(1e-6);
-                *o = *o || similarity >= MIN_SIMILARITY;
+                *f = weight * scaled(similarity).max(1e-6);
+                *o = similarity >= MIN_SIMILARITY;
             }
         }
         // A folded copy's eligibility counts for the tool it folds into.
@@ -2376,6 +2388,44 @@ mod tests {
         assert_eq!(
             names(&fused)[..2],
             ["alpha_reader", "beta_reader"],
+            "{:?}",
+            names(&fused)
+        );
+    }
+
+    #[test]
+    fn a_lexical_match_outside_the_dense_candidates_keeps_its_similarity() {
+        let fillers: Vec<String> = (0..DENSE_CANDIDATES)
+            .map(|i| format!("ledger_{i}"))
+            .collect();
+        let mut tools = vec![
+            tool("t", "alpha_reader", "Reads alpha records"),
+            tool(
+                "t",
+                "beta_reader",
+                "Reads beta records, one page after another, with filters",
+            ),
+        ];
+        tools.extend(fillers.iter().map(|name| tool("t", name, "Keeps a ledger")));
+        let index = EnhancedIndex::build(tools.iter());
+        let query = "alpha beta yak zebra";
+        assert_eq!(
+            names(&index.search(query, 3)),
+            ["alpha_reader", "beta_reader"]
+        );
+        // The fillers take every candidate place; beta_reader is far more
+        // similar to the query than alpha_reader, though outside them.
+        let mut similarity = vec![0.90f32; tools.len()];
+        similarity[0] = 0.30;
+        similarity[1] = 0.80;
+        let fusion = Fusion {
+            similarity: &similarity,
+            weight: 1.0,
+        };
+        let fused = index.search_fused(query, tools.len(), Some(&fusion));
+        let position = |name: &str| names(&fused).iter().position(|n| *n == name);
+        assert!(
+            position("beta_reader") < position("alpha_reader"),
             "{:?}",
             names(&fused)
         );
