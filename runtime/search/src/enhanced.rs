@@ -1899,11 +1899,7 @@ impl EnhancedIndex {
         // tools are close to the query (near-duplicate models, say) the
         // small differences between them are not stretched to the whole
         // range.
-        let low = candidates
-            .last()
-            .map_or(0.0, |c| c.1)
-            .min(MIN_SIMILARITY)
-            .min(high);
+        let low = candidates.last().map_or(0.0, |c| c.1).min(MIN_SIMILARITY);
         let span = f64::from(high - low);
 
         let mut ok = vec![false; n];
