@@ -71,6 +71,11 @@ impl<K: Ord + Copy, V: Ord + Copy> KeyedLists<K, V> {
     }
 
     /// The values under `key`, in order.
+    /// Every (key, value), in key order.
+    pub(super) fn pairs(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.keys.iter().zip(&self.values)
+    }
+
     pub(super) fn get(&self, key: &K) -> &[V] {
         let from = self.keys.partition_point(|k| k < key);
         let to = from

@@ -119,6 +119,9 @@ fn queries() -> &'static [String] {
                 "find docs for a library",
                 "delete the repo",
                 "lookup",
+                // Names spelled out in words.
+                "list work items",
+                "take a screenshot of the page and list the projects",
             ]
             .map(str::to_owned),
         );
