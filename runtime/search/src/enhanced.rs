@@ -39,9 +39,10 @@
 //! - Tools of one server that make the same call (see
 //!   [`Tool::operation`]) are one result, under the first name its server
 //!   lists, with the best score among them.
-//! - Prerequisites: when the best tool requires an identifier (`token`,
-//!   `station_code`, `libraryId`) that another tool of its server looks up
-//!   by name (`GetUserToken`, `resolve-library-id`), that tool follows it.
+//! - Prerequisites: when one of the first [`PREREQUISITE_RESULTS`] tools
+//!   requires an identifier (`token`, `station_code`, `libraryId`) that
+//!   another tool of its server looks up by name (`GetUserToken`,
+//!   `resolve-library-id`), that tool follows it.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
 //!
 //! The index is made of segments, one per source ([`EnhancedSegment`]),
@@ -61,6 +62,11 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::classic::{Scored, best_first, idf, name_substring_matches};
 use quiver_tool::tool::Tool;
+
+/// How many of the first results bring their prerequisites after them:
+/// the best alone misses the lookup a close second needs (two servers'
+/// `QueryMeeting`, one of which takes a token).
+pub const PREREQUISITE_RESULTS: usize = 3;
 
 /// The most words (after stop words) a tool's own name can have and still
 /// be found spelled out in a query; longer names are sentences, not names.
@@ -2125,20 +2131,26 @@ impl EnhancedIndex {
             .collect()
     }
 
-    /// The best tool's prerequisites follow it, moved up if they were
-    /// ranked lower.
+    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
+    /// prerequisites right after it, moved up if they were ranked lower
+    /// (not down, if they rank above it already).
     fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        let Some(&best) = ranked.first() else {
-            return;
-        };
-        let needed = self.prerequisites_of(best);
-        if needed.is_empty() {
-            return;
+        let mut at = 0;
+        for _ in 0..PREREQUISITE_RESULTS {
+            let Some(&doc) = ranked.get(at) else {
+                return;
+            };
+            let above = ranked.get(..=at).unwrap_or(&[]);
+            let needed: Vec<u32> = self
+                .prerequisites_of(doc)
+                .into_iter()
+                .filter(|&d| allowed(d) && !above.contains(&d))
+                .collect();
+            ranked.retain(|d| !needed.contains(d));
+            let after = (at + 1).min(ranked.len());
+            at = after + needed.len();
+            ranked.splice(after..after, needed);
         }
-        let needed: Vec<u32> = needed.into_iter().filter(|&d| allowed(d)).collect();
-        ranked.retain(|d| !needed.contains(d));
-        let at = 1.min(ranked.len());
-        ranked.splice(at..at, needed);
     }
 
     /// Tools whose exact name (own or exposed, case-insensitive) is the
@@ -2754,6 +2766,42 @@ mod tests {
         // Filters still apply.
         let hits = index.search("server:t add an alarm token", 3);
         assert!(hits.iter().all(|h| h.tool.source().group() == Some("t")));
+    }
+
+    #[test]
+    fn the_first_results_each_bring_their_lookups() {
+        let schema = |required: &str| json!({"type": "object", "properties": {required: {}}, "required": [required]});
+        let lv3 = [tool_with(
+            "lv3",
+            "QueryMeeting",
+            "Query the details of a meeting: meeting details",
+            schema("meeting"),
+        )];
+        let bank = [
+            tool_with("bank", "QueryMeeting", "Query a meeting", schema("token")),
+            tool_with(
+                "bank",
+                "GetUserToken",
+                "Get the token of a user",
+                schema("password"),
+            ),
+            tool_with("bank", "QueryAlarm", "Query an alarm", schema("token")),
+        ];
+        let index = EnhancedIndex::build_described([(None, &lv3[..]), (None, &bank[..])]);
+        // The best needs no token; the second does, and brings its lookup.
+        let hits = index.search("query the meeting details", 5);
+        let found: Vec<(Option<&str>, &str)> = hits
+            .iter()
+            .map(|h| (h.tool.source().group(), h.tool.original_name()))
+            .collect();
+        assert_eq!(
+            found[..3],
+            [
+                (Some("lv3"), "QueryMeeting"),
+                (Some("bank"), "QueryMeeting"),
+                (Some("bank"), "GetUserToken"),
+            ]
+        );
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub const RELEVANCE_FLOOR: f64 = 0.08;
 /// Fewest letters of a query word whose typo-tolerant match counts as
 /// evidence for the relevance floor.
 pub const MIN_TYPO_EVIDENCE: usize = 6;
+/// How many of the first results bring their prerequisites.
+pub const PREREQUISITE_RESULTS: usize = 3;
 /// The most words of a tool's own name that a query can spell out.
 pub const MAX_SPELLED_TERMS: usize = 6;
 
@@ -1213,13 +1215,26 @@ impl EnhancedIndex {
     /// The best tool's prerequisites (see [`Self::build_prerequisites`])
     /// follow it, moved up if they were ranked lower.
     fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        let Some(needed) = ranked.first().and_then(|d| self.prerequisites.get(d)) else {
-            return;
-        };
-        let needed: Vec<u32> = needed.iter().copied().filter(|&d| allowed(d)).collect();
-        ranked.retain(|d| !needed.contains(d));
-        let at = 1.min(ranked.len());
-        ranked.splice(at..at, needed);
+        // The first few results, each followed by those it needs that do
+        // not rank above it.
+        let mut at = 0;
+        for _ in 0..PREREQUISITE_RESULTS {
+            let Some(&doc) = ranked.get(at) else {
+                return;
+            };
+            let needed: Vec<u32> = self
+                .prerequisites
+                .get(&doc)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&d| allowed(d) && !ranked.get(..=at).unwrap_or(&[]).contains(&d))
+                .collect();
+            ranked.retain(|d| !needed.contains(d));
+            let after = (at + 1).min(ranked.len());
+            at = after + needed.len();
+            ranked.splice(after..after, needed);
+        }
     }
 
     /// Tools whose exact name (own or exposed, case-insensitive) is the
