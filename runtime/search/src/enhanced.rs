@@ -86,9 +86,14 @@ pub const MIN_SIMILARITY: f32 = 0.2;
 /// lexical match explains more of the query; the weight is scaled by
 /// `(1 - coverage)` to this power. Above 1, a query that one tool matches
 /// in most of its words keeps nearly its lexical order (half its words:
-/// 0.125 of the weight), while one that lexical search barely explains gets
-/// most of it (a quarter: 0.42).
-pub const COVERAGE_EXPONENT: f64 = 3.0;
+/// 0.165 of the weight), while one that lexical search barely explains gets
+/// most of it (a quarter: 0.47).
+pub const COVERAGE_EXPONENT: f64 = 2.6;
+/// Hybrid search: the power of a lexical match's share of the best lexical
+/// score. Above 1, the runner-up matches of a query fall behind a tool
+/// the query's meaning is close to sooner than the best match does (at
+/// half the best score, 0.38 of the lexical weight instead of 0.5).
+pub const LEXICAL_EXPONENT: f64 = 1.4;
 
 /// BM25 saturation.
 pub const K1: f64 = 1.5;
@@ -1921,14 +1926,14 @@ impl EnhancedIndex {
 
     /// Fuses the lexical `scores` with `fusion`'s similarities: the
     /// scores of the tools that clear the relevance floor, divided by the
-    /// best of them, and the similarities of the [`DENSE_CANDIDATES`] most
-    /// similar tools, scaled from 0 (the last candidate's similarity or
-    /// [`MIN_SIMILARITY`], whichever is lower) to 1 (the first), and every
-    /// lexical match's similarity on the same scale,
-    /// weighed `1 - w` and `w`, where `w` is the fusion weight times the
-    /// share of the query's words that no lexical match explains (the most
-    /// words any lexical match holds, of all the query's words) to the
-    /// power [`COVERAGE_EXPONENT`]. Returns
+    /// best of them and raised to [`LEXICAL_EXPONENT`], and the
+    /// similarities of the [`DENSE_CANDIDATES`] most similar tools, scaled
+    /// from 0 (the last candidate's similarity or [`MIN_SIMILARITY`],
+    /// whichever is lower) to 1 (the first), and every lexical match's
+    /// similarity on the same scale, weighed `1 - w` and `w`, where `w` is
+    /// the fusion weight times the share of the query's words that no
+    /// lexical match explains (the most words any lexical match holds, of
+    /// all the query's words) to the power [`COVERAGE_EXPONENT`]. Returns
     /// the fused scores, the tools they touch, and per tool whether it may
     /// be a result (a lexical match, or a candidate of [`MIN_SIMILARITY`]
     /// or more), folded like the scores; `None` when no tool has a vector.
@@ -2015,7 +2020,8 @@ impl EnhancedIndex {
                 scores.get(d as usize),
             ) {
                 let similarity = fusion.similarity.get(d as usize).copied().unwrap_or(0.0);
-                *f = (1.0 - weight) * s / best + weight * scaled(similarity);
+                *f = (1.0 - weight) * (s / best).powf(LEXICAL_EXPONENT)
+                    + weight * scaled(similarity);
                 *o = true;
                 fused_touched.push(d);
             }
@@ -2422,7 +2428,7 @@ mod tests {
         );
         // tally and echo each hold two of the three words, tally a little
         // better; the dense side prefers echo. A third of the query
-        // unexplained leaves the similarities (1/3)^2.5 of the weight, too
+        // unexplained leaves the similarities (1/3)^2.6 of the weight, too
         // little to overturn the lexical order (a third of it would).
         let lexical = index.search("text words back", 4);
         assert_eq!(names(&lexical)[..2], ["tally", "echo"]);
