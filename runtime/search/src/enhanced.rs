@@ -2323,6 +2323,11 @@ mod tests {
         ))
     }
 
+    /// An input schema that requires one parameter.
+    fn requiring(parameter: &str) -> serde_json::Value {
+        json!({"type": "object", "properties": {parameter: {}}, "required": [parameter]})
+    }
+
     fn tool(server: &str, name: &str, description: &str) -> Arc<Tool> {
         tool_with(
             server,
@@ -2722,40 +2727,39 @@ mod tests {
 
     #[test]
     fn a_tool_that_needs_an_identifier_brings_its_lookup() {
-        let schema = |required: &str| json!({"type": "object", "properties": {required: {}}, "required": [required]});
         let tools = [
-            tool_with("s", "AddAlarm", "Add an alarm", schema("token")),
+            tool_with("s", "AddAlarm", "Add an alarm", requiring("token")),
             tool_with(
                 "s",
                 "GetUserToken",
                 "Get the token of a user",
-                schema("password"),
+                requiring("password"),
             ),
-            tool_with("s", "CheckToken", "Check a token", schema("token")),
+            tool_with("s", "CheckToken", "Check a token", requiring("token")),
             tool_with(
                 "s",
                 "get_docs",
                 "Library documentation",
-                schema("libraryId"),
+                requiring("libraryId"),
             ),
             tool_with(
                 "s",
                 "resolve_library_id",
                 "Resolve a name",
-                schema("libraryName"),
+                requiring("libraryName"),
             ),
-            tool_with("t", "GetUserToken", "Elsewhere", schema("password")),
+            tool_with("t", "GetUserToken", "Elsewhere", requiring("password")),
             // Lookups that take the identifier instead of giving it, and a
             // bare `id`, make no prerequisite.
             tool_with(
                 "u",
                 "delete_comment",
                 "Delete a comment",
-                schema("comment_id"),
+                requiring("comment_id"),
             ),
-            tool_with("u", "get_comments_by_ids", "Comments", schema("ids")),
-            tool_with("u", "delete_page", "Delete a page", schema("id")),
-            tool_with("u", "get_page_id", "Page id", schema("title")),
+            tool_with("u", "get_comments_by_ids", "Comments", requiring("ids")),
+            tool_with("u", "delete_page", "Delete a page", requiring("id")),
+            tool_with("u", "get_page_id", "Page id", requiring("title")),
         ];
         let index = EnhancedIndex::build(tools.iter());
         let hits = index.search("add an alarm", 3);
@@ -2776,22 +2780,26 @@ mod tests {
 
     #[test]
     fn the_first_results_each_bring_their_lookups() {
-        let schema = |required: &str| json!({"type": "object", "properties": {required: {}}, "required": [required]});
         let lv3 = [tool_with(
             "lv3",
             "QueryMeeting",
             "Query the details of a meeting: meeting details",
-            schema("meeting"),
+            requiring("meeting"),
         )];
         let bank = [
-            tool_with("bank", "QueryMeeting", "Query a meeting", schema("token")),
+            tool_with(
+                "bank",
+                "QueryMeeting",
+                "Query a meeting",
+                requiring("token"),
+            ),
             tool_with(
                 "bank",
                 "GetUserToken",
                 "Get the token of a user",
-                schema("password"),
+                requiring("password"),
             ),
-            tool_with("bank", "QueryAlarm", "Query an alarm", schema("token")),
+            tool_with("bank", "QueryAlarm", "Query an alarm", requiring("token")),
         ];
         let index = EnhancedIndex::build_described([(None, &lv3[..]), (None, &bank[..])]);
         // The best needs no token; the second does, and brings its lookup.
