@@ -614,7 +614,6 @@ impl std::fmt::Debug for EnhancedSegment {
 /// exposed name (one when they are the same).
 fn exact_names(tool: &Tool) -> Vec<String> {
     let mut names = vec![tool.original_name().to_lowercase()];
-
     let exposed = tool.name().to_lowercase();
     if !names.contains(&exposed) {
         names.push(exposed);
@@ -1703,6 +1702,7 @@ impl EnhancedIndex {
         }
     }
 
+    /// The words of the query's text, in order.
     fn query_words(&self, text: &str) -> Vec<QueryWord> {
         let mut words = Vec::new();
         self.analyzer.words(text, |word, term| {
@@ -1712,6 +1712,12 @@ impl EnhancedIndex {
                 found: self.resolve(term),
             });
         });
+        words
+    }
+
+    /// Adds [`PATH_HINT`] to the query's `words` when its text holds a file
+    /// path and no word of it is the hint already.
+    fn add_path_hint(&self, text: &str, words: &mut Vec<QueryWord>) {
         if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
             words.push(QueryWord {
                 word: PATH_HINT.to_owned(),
@@ -1719,7 +1725,6 @@ impl EnhancedIndex {
                 found: self.resolve(PATH_HINT),
             });
         }
-        words
     }
 
     /// Each server's context score for the query `terms`.
@@ -1807,12 +1812,14 @@ impl EnhancedIndex {
                 })
         };
 
-        let words = self.query_words(&text);
+        let mut words = self.query_words(&text);
+        let exact = self.exact_matches(&text);
+        // Names are spelled out by the text's words, not the path hint.
+        let spelled = self.spelled_matches(&words, &exact);
+        self.add_path_hint(&text, &mut words);
         let unique = Self::unique(&words);
         let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
         let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
-        let exact = self.exact_matches(&text);
-        let spelled = self.spelled_matches(&text, &exact);
         // The tools the query names, exactly or in words: placed first.
         let named: Vec<u32> = exact
             .iter()
@@ -2193,28 +2200,22 @@ impl EnhancedIndex {
         found
     }
 
-    /// The tools, other than `exact`, whose own name `text` spells out in
-    /// words (see [`spelled_name`]), each with its number of words.
-    fn spelled_matches(&self, text: &str, exact: &[u32]) -> Vec<(u32, usize)> {
+    /// The tools, other than `exact`, whose own name the query's `words`
+    /// spell out (see [`spelled_name`]), each with its number of words;
+    /// in order of appearance, the longer name first where two start at
+    /// one word.
+    fn spelled_matches(&self, words: &[QueryWord], exact: &[u32]) -> Vec<(u32, usize)> {
         let mut found = Vec::new();
-        let mut terms: Vec<Rc<str>> = Vec::new();
-        self.analyzer
-            .words(text, |_, term| terms.push(Rc::from(term)));
         let mut hits: Vec<(u32, u32)> = Vec::new();
-        let mut window = String::new();
-        for start in 0..terms.len() {
-            let longest = MAX_SPELLED_TERMS.min(terms.len() - start);
+        for start in 0..words.len() {
+            let longest = MAX_SPELLED_TERMS.min(words.len() - start);
             for len in (2..=longest).rev() {
-                let Some(words) = terms.get(start..start + len) else {
+                let Some(window) = words
+                    .get(start..start + len)
+                    .and_then(|run| spelled_name(run.iter().map(|w| w.term.as_str())))
+                else {
                     continue;
                 };
-                window.clear();
-                for (at, term) in words.iter().enumerate() {
-                    if at > 0 {
-                        window.push(' ');
-                    }
-                    window.push_str(term);
-                }
                 let key = text_hash(&window);
                 hits.clear();
                 self.gather(
@@ -2225,6 +2226,7 @@ impl EnhancedIndex {
                 hits.sort_by_key(|&(at, _)| at);
                 for &(at, local) in &hits {
                     let doc = self.start(at as usize) + local;
+                    // The hash found it; the terms decide.
                     let spelled = self.tool(doc).is_some_and(|tool| {
                         let mut name = Vec::new();
                         self.analyzer
