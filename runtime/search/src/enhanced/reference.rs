@@ -763,8 +763,14 @@ impl EnhancedIndex {
     /// lookup verb, at most [`MAX_EXTRA_WORDS`] other words, and that
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
-    /// that do not require it themselves.
+    /// that do not require it themselves; else, for coordinates, the
+    /// segments' [`super::coordinate_sources`].
     fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
+        // The coordinate rule is the segments' own, shared.
+        self.prerequisites = super::coordinate_sources(&self.docs, &self.doc_servers)
+            .into_iter()
+            .map(|(doc, source)| (doc, vec![source]))
+            .collect();
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(*v).copied())
@@ -803,7 +809,7 @@ impl EnhancedIndex {
             (parts, true) if parts.len() > 1 || parts.first().copied() != bare_id => Some(parts),
             _ => None,
         };
-        let mut prerequisites = HashMap::new();
+        let mut prerequisites = std::mem::take(&mut self.prerequisites);
         for (doc, tool) in self.docs.iter().enumerate() {
             let server = self.doc_servers.get(doc).copied().unwrap_or(0);
             let mut found: Vec<(usize, u32)> = Vec::new();

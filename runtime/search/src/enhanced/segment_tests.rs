@@ -122,6 +122,8 @@ fn queries() -> &'static [String] {
                 // Names spelled out in words.
                 "list work items",
                 "take a screenshot of the page and list the projects",
+                // A tool that needs coordinates and the one that gives them.
+                "where can I park near the Forbidden City",
             ]
             .map(str::to_owned),
         );
