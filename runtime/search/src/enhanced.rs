@@ -44,7 +44,7 @@
 //!   another tool of its server looks up by name (`GetUserToken`,
 //!   `resolve-library-id`), that tool follows it. One that requires a
 //!   place's coordinates (`latitude`, `longitude`) is followed by the one
-//!   tool of its server that says it gives them and takes none
+//!   tool of its server whose description names them and that takes none
 //!   (`geocode_address`), when no lookup is named for them.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
 //!
@@ -185,6 +185,9 @@ const IDENTIFIER_WORDS: &[&str] = &["id", "token", "code", "key", "uuid", "slug"
 /// names the place, and another tool of the server turns it into these
 /// (see [`coordinate_sources`]).
 const COORDINATE_WORDS: &[&str] = &["latitude", "longitude", "lat", "lng", "lon"];
+/// What a description that says `coordinates` names (see
+/// [`coordinate_sources`]).
+const COORDINATES: &str = "coordinates";
 
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
@@ -1071,12 +1074,13 @@ fn outside_parameter_docs(description: &str) -> impl Iterator<Item = &str> {
 
 /// For each of `tools` that requires a place's coordinates (parameters
 /// ending in [`COORDINATE_WORDS`]), the one other tool of its server
-/// (`servers`, per tool) whose description names every such word and that
-/// requires no coordinates itself: the tool that turns a place the user
-/// names into coordinates (`geocode_address` for `find_nearby_places`).
-/// Words in the description's parameter docs do not count: a tool that
-/// takes a list of points (`locations: …, each with a latitude`) does not
-/// give them. Several such tools: none is clear, none is chosen.
+/// (`servers`, per tool) that requires none and whose description names
+/// each such word, or, when no tool does, says `coordinates`: the tool
+/// that turns a place the user names into coordinates (`geocode_address`
+/// for `find_nearby_places`). Words in the description's parameter docs
+/// do not count: a tool that takes a list of points (`locations: …, each
+/// with a latitude`) does not give them. Several such tools: none is
+/// clear, none is chosen.
 fn coordinate_sources(tools: &[Arc<Tool>], servers: &[u32]) -> Vec<(u32, u32)> {
     let needs: Vec<Vec<&'static str>> = tools
         .iter()
@@ -1107,7 +1111,11 @@ fn coordinate_sources(tools: &[Arc<Tool>], servers: &[u32]) -> Vec<(u32, u32)> {
         let mut words: Vec<&'static str> = Vec::new();
         for line in outside_parameter_docs(tool.description()) {
             identifier_parts(line, |part| {
-                if let Some(word) = coordinate_word(part).filter(|w| !words.contains(w)) {
+                let word = match part {
+                    "coordinates" | "coordinate" => Some(COORDINATES),
+                    _ => coordinate_word(part),
+                };
+                if let Some(word) = word.filter(|w| !words.contains(w)) {
                     words.push(word);
                 }
             });
@@ -1121,11 +1129,22 @@ fn coordinate_sources(tools: &[Arc<Tool>], servers: &[u32]) -> Vec<(u32, u32)> {
         if wanted.is_empty() {
             continue;
         }
-        let mut candidates = gives.iter().filter(|(other, words)| {
-            server(*other) == server(doc) && wanted.iter().all(|w| words.contains(w))
-        });
-        if let (Some(&(source, _)), None) = (candidates.next(), candidates.next()) {
-            sources.push((doc as u32, source as u32));
+        // Those naming each word it needs, else those naming coordinates.
+        for each_word in [true, false] {
+            let mut candidates = gives.iter().filter(|(other, words)| {
+                server(*other) == server(doc)
+                    && if each_word {
+                        wanted.iter().all(|w| words.contains(w))
+                    } else {
+                        words.contains(&COORDINATES)
+                    }
+            });
+            match (candidates.next(), candidates.next()) {
+                (None, _) => continue,
+                (Some(&(source, _)), None) => sources.push((doc as u32, source as u32)),
+                (Some(_), Some(_)) => {}
+            }
+            break;
         }
     }
     sources
@@ -2959,7 +2978,12 @@ mod tests {
         ];
         // Two tools give them: neither is clear.
         let atlas = [
-            tool_with("atlas", "nearby_parking", "Parking spots", coordinates),
+            tool_with(
+                "atlas",
+                "nearby_parking",
+                "Parking spots",
+                coordinates.clone(),
+            ),
             tool_with(
                 "atlas",
                 "lookup_place",
@@ -2973,7 +2997,28 @@ mod tests {
                 json!({}),
             ),
         ];
-        let index = EnhancedIndex::build_described([(None, &maps[..]), (None, &atlas[..])]);
+        // No tool names latitude and longitude; one says coordinates.
+        let globe = [
+            tool_with(
+                "globe",
+                "nearby_cafes",
+                "Cafes around a point",
+                coordinates.clone(),
+            ),
+            tool_with(
+                "globe",
+                "geocode",
+                "Convert an address into geographic coordinates",
+                requiring("address"),
+            ),
+        ];
+        let index = EnhancedIndex::build_described([
+            (None, &maps[..]),
+            (None, &atlas[..]),
+            (None, &globe[..]),
+        ]);
+        let cafes = index.search("cafes near the Louvre", 2);
+        assert_eq!(names(&cafes), ["nearby_cafes", "geocode"]);
         let hits = index.search("where can I park near the Forbidden City", 5);
         let found: Vec<(Option<&str>, &str)> = hits
             .iter()
