@@ -1218,8 +1218,9 @@ impl EnhancedIndex {
         touched.extend(added);
     }
 
-    /// The best tool's prerequisites (see [`Self::build_prerequisites`])
-    /// follow it, moved up if they were ranked lower.
+    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
+    /// prerequisites (see [`Self::build_prerequisites`]) right after it,
+    /// moved up if they were ranked lower (not down, if they rank above it).
     fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
         // The first few results, each followed by those it needs that do
         // not rank above it.
