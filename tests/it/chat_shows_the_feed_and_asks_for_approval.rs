@@ -66,8 +66,9 @@ async fn chat_runs_turns_shows_the_feed_and_asks() {
     assert!(stderr.contains("· run_command  ok"), "{stderr}");
 
     // The session was stored.
-    let store = quiver_store::Store::open(&fixture.state().join("quiver.db")).unwrap();
-    let sessions = store.sessions().unwrap();
+    let store =
+        quiver_store::sqlite::SqliteStore::open(&fixture.state().join("quiver.db")).unwrap();
+    let sessions = quiver_store::Store::sessions(&store).await.unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].messages, 6);
 }

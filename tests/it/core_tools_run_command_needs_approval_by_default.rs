@@ -1,5 +1,5 @@
-//! With the default `core_tools` settings, `run_command` waits in the
-//! approval queue (added to the approval globs by
+//! With the default `core_tools` settings, `run_command` waits for an
+//! approval (added to the approval globs by
 //! `ChainParts::from_config`): approved, it runs; denied or unanswered, it
 //! never runs. The file tools need no approval, and
 //! `run_command.require_approval: false` lets commands run at once.
@@ -23,7 +23,7 @@ async fn pending_call(
         let env = env.clone();
         tokio::spawn(async move { env.call("run_command", arguments).await })
     };
-    while env.queue.is_empty() {
+    while env.queue.waiting() == 0 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     call
@@ -35,16 +35,22 @@ async fn an_approved_command_runs_and_a_denied_one_never_does() {
     assert!(env.config.core_tools.run_command.require_approval);
     let arguments = json!({"command": "echo hello > ran.txt; echo done"});
     let call = pending_call(&env, arguments.clone()).await;
-    let pending = env.queue.pending();
+    let pending = env.queue.pending(None).await.unwrap();
     assert_eq!(pending.len(), 1);
-    let request = &pending[0].request;
+    let request = &pending[0];
     assert_eq!(request.tool, "run_command");
     assert_eq!(request.arguments, arguments);
     assert_eq!(request.digest, arguments_digest(&arguments));
     // Nothing has run while the call waits.
     assert!(!env.ws_path("ran.txt").exists());
     env.queue
-        .answer_checked(pending[0].id, Some(&request.digest), Decision::Approve)
+        .answer(
+            pending[0].id,
+            Some(&request.digest),
+            &Decision::Approve,
+            "test",
+        )
+        .await
         .unwrap();
     let result = call.await.unwrap().unwrap();
     assert_eq!(result["stdout"], "done\n");
@@ -55,14 +61,17 @@ async fn an_approved_command_runs_and_a_denied_one_never_does() {
     );
 
     let call = pending_call(&env, json!({"command": "touch denied.txt"})).await;
-    let id = env.queue.pending()[0].id;
+    let id = env.queue.pending(None).await.unwrap()[0].id;
     env.queue
         .answer(
             id,
-            Decision::Deny {
+            None,
+            &Decision::Deny {
                 reason: "not on my machine".into(),
             },
+            "test",
         )
+        .await
         .unwrap();
     let error = call.await.unwrap().unwrap_err();
     assert_eq!(error.code(), "approval_denied");
@@ -79,7 +88,7 @@ async fn an_unanswered_command_times_out_without_running() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), "approval_timed_out");
-    assert!(env.queue.is_empty());
+    assert!(env.queue.waiting() == 0);
     assert!(!env.ws_path("late.txt").exists());
     let mut statuses = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -101,7 +110,7 @@ async fn file_tools_run_without_asking() {
     env.call("search_files", json!({"pattern": "x"}))
         .await
         .unwrap();
-    assert!(env.queue.is_empty());
+    assert!(env.queue.waiting() == 0);
 }
 
 #[tokio::test]
@@ -118,7 +127,10 @@ async fn require_approval_false_runs_at_once_and_approval_globs_still_apply() {
         "core_tools:\n  workspace: ws\n  run_command:\n    require_approval: false\napproval:\n  require: [run_command]\n  timeout_s: 600\n",
     ).await);
     let call = pending_call(&env, json!({"command": "echo asked"})).await;
-    let id = env.queue.pending()[0].id;
-    env.queue.answer(id, Decision::Approve).unwrap();
+    let id = env.queue.pending(None).await.unwrap()[0].id;
+    env.queue
+        .answer(id, None, &Decision::Approve, "test")
+        .await
+        .unwrap();
     assert_eq!(call.await.unwrap().unwrap()["stdout"], "asked\n");
 }

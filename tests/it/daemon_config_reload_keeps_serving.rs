@@ -248,14 +248,17 @@ async fn sighup_and_the_api_apply_a_good_config_and_refuse_a_bad_one() {
     let (status, metrics) = daemon.get("/metrics").await;
     assert_eq!(status, 200, "{metrics}");
     let metrics = metrics.as_str().unwrap();
-    for series in [
-        "quiver_config_reloads_total{outcome=\"applied\"} 2",
-        "quiver_config_reloads_total{outcome=\"refused\"} 3",
-        "quiver_config_generation 3",
+    // Every series carries the instance label too.
+    for (name, label, value) in [
+        ("quiver_config_reloads_total", "outcome=\"applied\"", " 2"),
+        ("quiver_config_reloads_total", "outcome=\"refused\"", " 3"),
+        ("quiver_config_generation", "instance=", " 3"),
     ] {
         assert!(
-            metrics.lines().any(|l| l == series),
-            "no {series}:\n{metrics}"
+            metrics.lines().any(|l| l.starts_with(&format!("{name}{{"))
+                && l.contains(label)
+                && l.ends_with(value)),
+            "no {name} with {label} at{value}:\n{metrics}"
         );
     }
 

@@ -146,6 +146,18 @@ async fn probes_need_no_token_and_metrics_move_after_a_turn() {
     assert_eq!(status, 401, "{body}");
 
     let before = scrape(&daemon).await;
+    // Every series names the instance, as status does.
+    let (_, status) = daemon.get("/v1/status").await;
+    let instance = status["instance"]["id"].as_str().unwrap().to_owned();
+    assert!(!before.is_empty());
+    for sample in &before {
+        assert_eq!(
+            sample.labels.get("instance"),
+            Some(&instance),
+            "{} has no instance label",
+            sample.name
+        );
+    }
     assert_eq!(
         value(
             &before,

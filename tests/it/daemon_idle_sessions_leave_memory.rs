@@ -18,15 +18,22 @@ async fn idle_sessions_are_dropped_and_come_back_from_the_store() {
         .unwrap();
     let mut ids = Vec::new();
     for _ in 0..200 {
-        ids.push(daemon.create_session(NewSession::default()).unwrap().id);
+        ids.push(
+            daemon
+                .create_session(NewSession::default())
+                .await
+                .unwrap()
+                .id,
+        );
     }
     assert_eq!(daemon.loaded_sessions(), 200);
 
     // One is watched, one has a tool approved for the session.
-    let watched = daemon.session(&ids[0]).unwrap();
+    let watched = daemon.session(&ids[0]).await.unwrap();
     let events = watched.session.subscribe();
     daemon
         .session(&ids[1])
+        .await
         .unwrap()
         .session
         .approve_for_session("run_command");
@@ -38,9 +45,9 @@ async fn idle_sessions_are_dropped_and_come_back_from_the_store() {
     assert_eq!(daemon.loaded_sessions(), 2);
 
     // A dropped session loads again from the store, as it was.
-    let again = daemon.session(&ids[7]).unwrap();
+    let again = daemon.session(&ids[7]).await.unwrap();
     assert_eq!(again.record.id, ids[7]);
-    assert_eq!(daemon.messages(&ids[7]).unwrap().len(), 0);
+    assert_eq!(daemon.messages(&ids[7]).await.unwrap().len(), 0);
     assert_eq!(daemon.loaded_sessions(), 3);
     drop(again);
 

@@ -1,6 +1,6 @@
-//! A call that needs approval waits in the approval queue; when nobody
+//! A call that needs approval waits for an answer in the store; when nobody
 //! answers within the timeout it is denied (`on_timeout: deny`), the tool
-//! never runs and the request leaves the queue. An answer of "approve for
+//! never runs and the request is withdrawn. An answer of "approve for
 //! this session" lets later calls of that tool through without asking;
 //! an answer that names the wrong arguments digest is refused.
 
@@ -10,17 +10,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use dispatch_support::{drain, fixture};
-use quiver_dispatch::approval::queue::{AnswerError, ApprovalQueue};
+use dispatch_support::{approver, drain, fixture, stored_approvals};
+use quiver_daemon::approvals::AnswerError;
 use quiver_dispatch::approval::{Decision, arguments_digest};
 use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
 #[tokio::test]
 async fn unanswered_approval_times_out_and_denies() {
-    let queue = ApprovalQueue::new();
+    let (_dir, queue) = stored_approvals().await;
     let policy = ApprovalPolicy::new(["mcp_github_create_*"], Duration::from_millis(50)).unwrap();
-    let f = fixture(Guardrails::default(), policy, Arc::new(queue.clone()));
+    let f = fixture(Guardrails::default(), policy, approver(&queue));
     let session = f.session("s1", &["*"]);
     let mut events = session.subscribe();
     let err = f
@@ -33,7 +33,15 @@ async fn unanswered_approval_times_out_and_denies() {
         .unwrap_err();
     assert_eq!(err.code(), "approval_timed_out");
     assert_eq!(err.status(), Status::Denied);
-    assert!(queue.is_empty());
+    assert_eq!(queue.waiting(), 0);
+    // The request was withdrawn, saying why.
+    let mut closed = Vec::new();
+    while closed.is_empty() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        closed = queue.closed(None, 10).await.unwrap();
+    }
+    assert_eq!(closed[0].state, quiver_store::ApprovalState::Withdrawn);
+    assert!(queue.pending(None).await.unwrap().is_empty());
     assert_eq!(f.invoked.load(Ordering::SeqCst), 0);
     let events = drain(&mut events);
     let statuses: Vec<Status> = events.iter().map(|e| e.status).collect();
@@ -48,38 +56,43 @@ async fn unanswered_approval_times_out_and_denies() {
 
 #[tokio::test]
 async fn approve_for_session_skips_later_prompts_in_that_session_only() {
-    let queue = ApprovalQueue::new();
+    let (_dir, queue) = stored_approvals().await;
     let policy = ApprovalPolicy::new(["mcp_github_create_*"], Duration::from_secs(600)).unwrap();
-    let f = Arc::new(fixture(
-        Guardrails::default(),
-        policy,
-        Arc::new(queue.clone()),
-    ));
+    let f = Arc::new(fixture(Guardrails::default(), policy, approver(&queue)));
     let one = f.session("one", &["*"]);
     let arguments = json!({"repo": "r", "title": "t"});
     let call = {
         let (f, one, arguments) = (f.clone(), one.clone(), arguments.clone());
         tokio::spawn(async move { f.call(&one, "mcp_github_create_issue", arguments).await })
     };
-    while queue.is_empty() {
+    while queue.waiting() == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let pending = queue.pending();
+    let pending = queue.pending(None).await.unwrap();
     assert_eq!(pending.len(), 1);
-    let request = &pending[0].request;
+    let request = &pending[0];
     assert_eq!(
         (request.tool.as_str(), request.session.as_str()),
         ("mcp_github_create_issue", "one")
     );
     assert_eq!(request.digest, arguments_digest(&arguments));
-    let wrong = queue.answer_checked(pending[0].id, Some(&"0".repeat(64)), Decision::Approve);
+    let wrong = queue
+        .answer(
+            pending[0].id,
+            Some(&"0".repeat(64)),
+            &Decision::Approve,
+            "test",
+        )
+        .await;
     assert!(matches!(wrong, Err(AnswerError::DigestMismatch { .. })));
     queue
-        .answer_checked(
+        .answer(
             pending[0].id,
             Some(&request.digest),
-            Decision::ApproveForSession,
+            &Decision::ApproveForSession,
+            "test",
         )
+        .await
         .unwrap();
     call.await.unwrap().unwrap();
     // No prompt for the same tool in the same session, other arguments too.
@@ -90,7 +103,7 @@ async fn approve_for_session_skips_later_prompts_in_that_session_only() {
     )
     .await
     .unwrap();
-    assert!(queue.is_empty());
+    assert_eq!(queue.waiting(), 0);
     assert_eq!(f.invoked.load(Ordering::SeqCst), 2);
     // Another session still has to ask.
     let two = f.session("two", &["*"]);
@@ -105,17 +118,20 @@ async fn approve_for_session_skips_later_prompts_in_that_session_only() {
             .await
         })
     };
-    while queue.is_empty() {
+    while queue.waiting() == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let id = queue.pending()[0].id;
+    let id = queue.pending(None).await.unwrap()[0].id;
     queue
         .answer(
             id,
-            Decision::Deny {
+            None,
+            &Decision::Deny {
                 reason: "not today".into(),
             },
+            "test",
         )
+        .await
         .unwrap();
     let err = call.await.unwrap().unwrap_err();
     assert_eq!(err.code(), "approval_denied");

@@ -10,9 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dispatch_support::{drain, fixture};
+use dispatch_support::{approver, drain, fixture, stored_approvals};
 use quiver_dispatch::approval::Decision;
-use quiver_dispatch::approval::queue::ApprovalQueue;
 use quiver_dispatch::{ApprovalPolicy, Guardrails, Status};
 use serde_json::json;
 
@@ -21,14 +20,10 @@ const CALLS: usize = 1000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_calls_none_lost_or_misattributed() {
-    let queue = ApprovalQueue::new();
+    let (_dir, queue) = stored_approvals().await;
     let policy =
         ApprovalPolicy::new(["mcp_github_create_issue"], Duration::from_secs(600)).unwrap();
-    let f = Arc::new(fixture(
-        Guardrails::default(),
-        policy,
-        Arc::new(queue.clone()),
-    ));
+    let f = Arc::new(fixture(Guardrails::default(), policy, approver(&queue)));
     let sessions: Vec<_> = (0..SESSIONS)
         .map(|i| f.session(&format!("session-{i}"), &["*"]))
         .collect();
@@ -66,19 +61,13 @@ async fn thousand_calls_none_lost_or_misattributed() {
         let (n, result) = task.await.unwrap();
         assert_eq!(result.unwrap()["ran"], "read_file", "call {n}");
     }
-    while queue.len() < CALLS / 2 {
+    while queue.waiting() < CALLS / 2 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // Approve the calls whose tag number is a multiple of 4, deny the others.
-    for pending in queue.pending() {
-        let tag = pending.request.arguments["repo"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(
-            tag.starts_with(&format!("{}#", pending.request.session)),
-            "{tag}"
-        );
+    for pending in queue.pending(None).await.unwrap() {
+        let tag = pending.arguments["repo"].as_str().unwrap().to_owned();
+        assert!(tag.starts_with(&format!("{}#", pending.session)), "{tag}");
         let n: usize = tag.rsplit('#').next().unwrap().parse().unwrap();
         let decision = if n.is_multiple_of(4) {
             Decision::Approve
@@ -87,7 +76,10 @@ async fn thousand_calls_none_lost_or_misattributed() {
                 reason: "no".into(),
             }
         };
-        queue.answer(pending.id, decision).unwrap();
+        queue
+            .answer(pending.id, None, &decision, "test")
+            .await
+            .unwrap();
     }
     for task in approved_calls {
         let (n, result) = task.await.unwrap();
@@ -147,5 +139,6 @@ async fn thousand_calls_none_lost_or_misattributed() {
     assert_eq!(finals_total, CALLS);
     let everything = drain(&mut all);
     assert_eq!(everything.len(), CALLS + CALLS / 2);
-    assert!(queue.is_empty());
+    assert_eq!(queue.waiting(), 0);
+    assert!(queue.pending(None).await.unwrap().is_empty());
 }

@@ -145,6 +145,7 @@ mod serve_stdio_exits_when_the_handshake_fails;
 mod serve_with_relative_paths_hot_reloads;
 mod session_turns_are_exclusive_across_processes;
 mod status_names_a_stale_or_silent_daemon;
+mod store_contract_holds_on_both_backends;
 mod tiny_context_falls_back_to_tier_two;
 mod tool_added_is_visible_in_next_assembly;
 mod tool_arguments_are_coerced_to_declared_types;

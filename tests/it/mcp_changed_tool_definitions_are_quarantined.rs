@@ -158,7 +158,7 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
     assert!(called.get("error").is_some(), "{called}");
     assert!(!called.to_string().contains("IMPORTANT"), "{called}");
 
-    let server = rug(&daemon.status().unwrap());
+    let server = rug(&daemon.status().await.unwrap());
     assert_eq!(server["quarantined"], 1, "{server}");
     let held = &server["quarantined_tools"][0];
     assert_eq!(held["tool"], "echo");
@@ -209,11 +209,11 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
     .await
     .unwrap();
     mcp::eventually("the flagged tool is quarantined", || {
-        rug(&daemon.status().unwrap())["quarantined"] == 2
+        rug(&json!({"mcp_servers": daemon.mcp_status()}))["quarantined"] == 2
     })
     .await;
     assert!(registry.snapshot().get("mcp_rug_helper").is_none());
-    let server = rug(&daemon.status().unwrap());
+    let server = rug(&daemon.status().await.unwrap());
     let helper = server["quarantined_tools"]
         .as_array()
         .unwrap()
@@ -258,7 +258,7 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
         snapshot.get("mcp_rug_sum").is_some() && snapshot.get("mcp_rug_add").is_none()
     })
     .await;
-    let server = rug(&daemon.status().unwrap());
+    let server = rug(&daemon.status().await.unwrap());
     let renamed = server["changes"]
         .as_array()
         .unwrap()
@@ -272,14 +272,18 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
     // The operator accepts echo: it is served, exactly as offered.
     let refused = daemon
         .accept_tools("rug", &["nope".to_owned()])
+        .await
         .unwrap_err();
     assert_eq!(refused.code(), "not_quarantined");
     assert!(refused.to_string().contains("echo, helper"), "{refused}");
-    let accepted = daemon.accept_tools("rug", &["echo".to_owned()]).unwrap();
+    let accepted = daemon
+        .accept_tools("rug", &["echo".to_owned()])
+        .await
+        .unwrap();
     assert_eq!(accepted["accepted"][0]["tool"], "echo");
     let echo = registry.snapshot().get("mcp_rug_echo").cloned().unwrap();
     assert_eq!(echo.description(), POISON);
-    assert_eq!(rug(&daemon.status().unwrap())["quarantined"], 1);
+    assert_eq!(rug(&daemon.status().await.unwrap())["quarantined"], 1);
 
     // A tool the server calls destructive waits for approval; a read-only one does not.
     let looked_up = dispatch(
@@ -304,19 +308,22 @@ async fn changed_and_flagged_definitions_stay_out_until_accepted() {
         })
     };
     mcp::eventually("the destructive call waits for approval", || {
-        !daemon.approvals().is_empty()
+        daemon.approvals().waiting() > 0
     })
     .await;
-    let pending = daemon.approvals().pending();
-    assert_eq!(pending[0].request.tool, "mcp_rug_wipe");
+    let pending = daemon.approvals().pending(None).await.unwrap();
+    assert_eq!(pending[0].tool, "mcp_rug_wipe");
     daemon
         .approvals()
         .answer(
             pending[0].id,
-            Decision::Deny {
+            None,
+            &Decision::Deny {
                 reason: "not today".into(),
             },
+            "test",
         )
+        .await
         .unwrap();
     let wiped = wiping.await.unwrap();
     assert_eq!(wiped["error"]["error"], "approval_denied", "{wiped}");

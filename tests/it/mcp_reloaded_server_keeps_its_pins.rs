@@ -57,7 +57,7 @@ async fn a_changed_server_is_checked_against_its_old_pins() {
         snapshot.get("mcp_rug_add").is_some(),
         "an unchanged tool must be served"
     );
-    let status = daemon.status().unwrap();
+    let status = daemon.status().await.unwrap();
     let rug = status["mcp_servers"]
         .as_array()
         .unwrap()
@@ -69,7 +69,10 @@ async fn a_changed_server_is_checked_against_its_old_pins() {
     assert_eq!(rug["quarantined_tools"][0]["tool"], "echo", "{rug}");
     assert_eq!(rug["quarantined_tools"][0]["reason"], "changed", "{rug}");
 
-    daemon.accept_tools("rug", &["echo".to_owned()]).unwrap();
+    daemon
+        .accept_tools("rug", &["echo".to_owned()])
+        .await
+        .unwrap();
     mcp::eventually("the accepted echo is served", || {
         registry.snapshot().get("mcp_rug_echo").is_some()
     })

@@ -1,7 +1,7 @@
 //! A shared fixture for the core-tools tests: a real temporary directory
 //! holding a workspace (`ws/`), a directory beside it (`outside/`) and a
 //! `quiver.yaml` loaded from disk, run by the runtime `quiver serve` runs
-//! ([`Daemon::start`]), with its approval queue as approver.
+//! ([`Daemon::start`]), with its stored approvals as approver.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use quiver_daemon::config::{Config, load_file};
 use quiver_daemon::{Daemon, DaemonOptions};
-use quiver_dispatch::approval::queue::ApprovalQueue;
 use quiver_dispatch::{DispatchError, Session};
 use quiver_tool::scope::Scope;
 use serde_json::Value;
@@ -25,7 +24,7 @@ pub struct Env {
     pub outside: PathBuf,
     pub config: Config,
     pub daemon: Arc<Daemon>,
-    pub queue: ApprovalQueue,
+    pub queue: Arc<quiver_daemon::approvals::Approvals>,
     pub session: Arc<Session>,
 }
 

@@ -29,6 +29,23 @@ pub struct Fixture {
     pub invoked: Arc<AtomicUsize>,
 }
 
+/// The approvals a daemon keeps, in a SQLite store of their own (removed
+/// with the returned directory), watched for answers: the approver
+/// `quiver serve` gives its chain.
+pub async fn stored_approvals() -> (tempfile::TempDir, Arc<quiver_daemon::approvals::Approvals>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn quiver_store::Store> =
+        Arc::new(quiver_store::sqlite::SqliteStore::open(&dir.path().join("quiver.db")).unwrap());
+    let approvals = quiver_daemon::approvals::Approvals::new(store, "test");
+    tokio::spawn(approvals.clone().watch());
+    (dir, approvals)
+}
+
+/// The approver of [`stored_approvals`].
+pub fn approver(approvals: &Arc<quiver_daemon::approvals::Approvals>) -> Arc<dyn Approver> {
+    Arc::new(quiver_daemon::approvals::StoredApprover(approvals.clone()))
+}
+
 /// The fixture with these guardrails and approval settings.
 pub fn fixture(
     guardrails: Guardrails,

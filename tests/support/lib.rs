@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod dispatch;
 pub mod mcp;
 pub mod model;
+pub mod postgres;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

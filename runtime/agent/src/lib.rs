@@ -102,7 +102,7 @@ impl TurnError {
     pub fn code(&self) -> &'static str {
         match self {
             TurnError::Model(e) => e.code(),
-            TurnError::Store(_) => "store_error",
+            TurnError::Store(e) => e.code(),
         }
     }
 }
@@ -110,9 +110,10 @@ impl TurnError {
 /// Where a turn's messages go as they happen (the session store), so a
 /// turn that fails halfway keeps what it did; and where the model's answers
 /// are shown as they stream in (both default to nothing).
+#[async_trait::async_trait]
 pub trait TurnLog: Send {
     /// Keeps `message`.
-    fn append(&mut self, message: &Message) -> Result<(), quiver_store::StoreError>;
+    async fn append(&mut self, message: &Message) -> Result<(), quiver_store::StoreError>;
 
     /// A piece of the answer to model request `step` (1-based), as it
     /// arrives; only models that stream give any.
@@ -131,8 +132,9 @@ pub trait TurnLog: Send {
 #[derive(Debug, Default)]
 pub struct DiscardLog;
 
+#[async_trait::async_trait]
 impl TurnLog for DiscardLog {
-    fn append(&mut self, _: &Message) -> Result<(), quiver_store::StoreError> {
+    async fn append(&mut self, _: &Message) -> Result<(), quiver_store::StoreError> {
         Ok(())
     }
 }
@@ -213,7 +215,7 @@ impl Agent {
             log,
         } = turn;
         let user = Message::user(user_text);
-        log.append(&user)?;
+        log.append(&user).await?;
         // Where this turn starts: history is only ever cut before it.
         let turn_start = history.len();
         history.push(user);
@@ -253,7 +255,7 @@ impl Agent {
                 usage,
             } = completion;
             let calls = message.tool_calls.clone();
-            log.append(&message)?;
+            log.append(&message).await?;
             log.message_done(outcome.steps, &message, usage, &finish);
             history.push(message.clone());
             if calls.is_empty() {
@@ -278,7 +280,7 @@ impl Agent {
                         ok: false,
                     });
                     let result = Message::tool_result(&call.id, &call.name, content.to_string());
-                    log.append(&result)?;
+                    log.append(&result).await?;
                     history.push(result);
                     continue;
                 }
@@ -308,7 +310,7 @@ impl Agent {
                     ok,
                 });
                 let result = Message::tool_result(&call.id, &call.name, content);
-                log.append(&result)?;
+                log.append(&result).await?;
                 history.push(result);
             }
             last_assembly = Some(assembly);
@@ -328,7 +330,7 @@ impl Agent {
         // The model is told why and gets one request without tools, so the
         // turn ends with an answer rather than a dangling tool call.
         let closing = Message::user(format!("[quiver] {note}"));
-        log.append(&closing)?;
+        log.append(&closing).await?;
         history.push(closing);
         outcome.steps += 1;
         // The tools go along, refused by `allow_tools: false`: a history
@@ -352,7 +354,7 @@ impl Agent {
         outcome.usage.add(completion.usage);
         // A server may ignore "no tools"; its calls are not run.
         let answer = Message::assistant(completion.message.content, Vec::new());
-        log.append(&answer)?;
+        log.append(&answer).await?;
         log.message_done(outcome.steps, &answer, completion.usage, &completion.finish);
         history.push(answer.clone());
         outcome.reply = answer.content;

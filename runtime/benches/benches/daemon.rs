@@ -82,11 +82,12 @@ impl ModelProvider for ScriptedModel {
     }
 }
 
-struct StoreLog<'a>(&'a Store, &'a str);
+struct StoreLog<'a>(&'a dyn Store, &'a str);
 
+#[async_trait::async_trait]
 impl TurnLog for StoreLog<'_> {
-    fn append(&mut self, message: &Message) -> Result<(), StoreError> {
-        self.0.append_message(self.1, message).map(|_| ())
+    async fn append(&mut self, message: &Message) -> Result<(), StoreError> {
+        self.0.append_message(self.1, message).await.map(|_| ())
     }
 }
 
@@ -117,10 +118,10 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let document = catalog_file::read(&catalog("mcp-popular.json")).unwrap();
     catalog_file::register(daemon.registry(), std::slice::from_ref(&document));
-    let session = daemon
-        .create_session(quiver_daemon::NewSession::default())
+    let session = runtime
+        .block_on(daemon.create_session(quiver_daemon::NewSession::default()))
         .unwrap();
-    let live = daemon.session(&session.id).unwrap();
+    let live = runtime.block_on(daemon.session(&session.id)).unwrap();
     let agent = Agent::new(
         daemon.registry().clone(),
         Arc::new(quiver_catalog::assembly::Assembler::new(
@@ -160,7 +161,7 @@ fn bench(c: &mut Criterion) {
                         model: &ScriptedModel,
                         context_tokens: 200_000,
                         history: &mut history,
-                        log: &mut StoreLog(&store, &session.id),
+                        log: &mut StoreLog(&*store, &session.id),
                     },
                     "what does notes.txt say?",
                 ))
@@ -172,11 +173,16 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("store");
     let message = Message::tool_result("c1", "read_file", "x".repeat(200));
     group.bench_function("append_message", |b| {
-        b.iter(|| store.append_message(&session.id, &message).unwrap())
+        b.iter(|| {
+            runtime
+                .block_on(store.append_message(&session.id, &message))
+                .unwrap()
+        })
     });
     let event = EventRecord {
         id: 0,
         time_ms: 0,
+        instance: Some("bench".into()),
         session: session.id.clone(),
         call_id: 1,
         tool: "read_file".into(),
@@ -190,7 +196,7 @@ fn bench(c: &mut Criterion) {
         line: "read_file via tool_call  ok  1 ms".into(),
     };
     group.bench_function("record_event", |b| {
-        b.iter(|| store.record_event(&event).unwrap())
+        b.iter(|| runtime.block_on(store.record_event(&event)).unwrap())
     });
     group.finish();
 
@@ -215,7 +221,9 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let mut params = CallToolRequestParams::new("read_file");
     params.arguments = json!({"path": "notes.txt"}).as_object().cloned();
-    let gateway = daemon.gateway_session("daemon", &["*".to_owned()]).unwrap();
+    let gateway = runtime
+        .block_on(daemon.gateway_session("daemon", &["*".to_owned()]))
+        .unwrap();
     let arguments = json!({"path": "notes.txt"});
 
     let mut group = c.benchmark_group("gateway");

@@ -34,7 +34,7 @@ async fn measure(capacity: usize) {
         .unwrap();
     let start = rss_mb();
     for _ in 0..SESSIONS {
-        daemon.create_session(NewSession::default()).unwrap();
+        daemon.create_session(NewSession::default()).await.unwrap();
     }
     let loaded = rss_mb();
     let dropped = daemon.evict_idle_sessions(Duration::ZERO);

@@ -79,6 +79,7 @@ pub(crate) fn run(args: CallArgs) -> Result<ExitCode> {
                 watch_plugins: false,
                 config_file: origin.file().map(std::path::Path::to_path_buf),
                 overrides: Default::default(),
+                primary: false,
             },
         )
         .await?;

@@ -105,12 +105,13 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                 watch_plugins: true,
                 config_file: origin.file().map(std::path::Path::to_path_buf),
                 overrides: Default::default(),
+                primary: false,
             },
         )
         .await?;
         let id = match args.session {
             Some(id) => {
-                daemon.session(&id)?;
+                daemon.session(&id).await?;
                 id
             }
             None => {
@@ -119,11 +120,11 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                         grants: (!args.grants.is_empty()).then_some(args.grants),
                         model: args.model,
                         ..NewSession::default()
-                    })?
+                    }).await?
                     .id
             }
         };
-        let live = daemon.session(&id)?;
+        let live = daemon.session(&id).await?;
         eprintln!(
             "session {id} with model {}; {HELP}",
             live.record.model.as_deref().unwrap_or("(none)")
@@ -164,7 +165,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<ExitCode> {
                     continue;
                 }
                 "/tools" => {
-                    show_tools(&daemon, &id)?;
+                    show_tools(&daemon, &id).await?;
                     continue;
                 }
                 _ => {}
@@ -274,8 +275,8 @@ impl StreamPrinter {
     }
 }
 
-fn show_tools(daemon: &Daemon, id: &str) -> Result<()> {
-    let live = daemon.session(id)?;
+async fn show_tools(daemon: &Daemon, id: &str) -> Result<()> {
+    let live = daemon.session(id).await?;
     let assembly = daemon.assemble(&live.session, live.record.context_tokens);
     eprintln!(
         "tier {}: {} tools sent, {} deferred",

@@ -27,6 +27,7 @@ mod mcp_cli;
 mod plugin_cli;
 mod serve_cli;
 mod status_cli;
+mod store_cli;
 mod tools_cli;
 
 #[derive(Parser)]
@@ -65,6 +66,9 @@ enum Command {
     Tools(tools_cli::ToolsCommand),
     /// Run one tool call through the dispatch chain, as the daemon would.
     Call(call_cli::CallArgs),
+    /// The state store: copy one into another (SQLite to PostgreSQL).
+    #[command(subcommand)]
+    Store(store_cli::StoreCommand),
     /// The example notes MCP server of the embedded default config (stdio).
     ExampleMcpServer(example_server::ExampleServerArgs),
 }
@@ -294,6 +298,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Call(args) => call_cli::run(args),
         Command::Tools(command) => tools_cli::run(command),
         Command::Mcp(command) => mcp_cli::run(command),
+        Command::Store(command) => store_cli::run(command),
         Command::Catalog(CatalogCommand::Assemble {
             source,
             context_tokens,
@@ -721,6 +726,7 @@ fn live_sources<T>(
                 watch_plugins: false,
                 config_file: origin.file().map(Path::to_path_buf),
                 overrides: Default::default(),
+                primary: false,
             },
         )
         .await?;

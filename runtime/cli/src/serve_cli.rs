@@ -152,6 +152,7 @@ async fn serve_stdio(
                 .file()
                 .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
             overrides,
+            primary: false,
         },
     )
     .await?;
@@ -208,6 +209,7 @@ async fn serve_http(
                 .file()
                 .map(|file| quiver_config::paths::absolute(Path::new("."), file)),
             overrides,
+            primary: true,
         },
     )
     .await?;

@@ -199,11 +199,12 @@ async fn local_status(
             watch_plugins: false,
             config_file: None,
             overrides: Default::default(),
+            primary: false,
         },
     )
     .await?;
     daemon.settle(wait).await;
-    let status = daemon.status();
+    let status = daemon.status().await;
     daemon.shutdown().await;
     let mut status = status?;
     status["daemon"] = json!({"running": false});
@@ -216,6 +217,8 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
     if json_out {
         let mut daemon = status["daemon"].clone();
         daemon["kind"] = json!("daemon");
+        daemon["instance"] = status["instance"].clone();
+        daemon["store"] = status["store"].clone();
         writeln!(out, "{daemon}")?;
         let plugins = status["plugins"]["plugins"]
             .as_array()
@@ -242,6 +245,7 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
         Some(url) => writeln!(out, "daemon: running at {url}")?,
         None => writeln!(out, "daemon: not running (showing a local check)")?,
     }
+    print_instances(&mut out, status)?;
     let servers = list("mcp_servers");
     if servers.is_empty() {
         writeln!(out, "no MCP servers configured")?;
@@ -300,6 +304,41 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
 
 /// The embedding stage's progress: overall, then each source still
 /// embedding (a source whose tools are all ready is only counted).
+/// This instance, its store, and (a shared store) the other instances.
+fn print_instances(out: &mut impl Write, status: &Value) -> Result<()> {
+    let me = status["instance"]["id"].as_str().unwrap_or_default();
+    writeln!(
+        out,
+        "instance: {me} on {}  store: {} {}",
+        status["instance"]["host"].as_str().unwrap_or_default(),
+        status["store"]["backend"].as_str().unwrap_or_default(),
+        status["store"]["location"].as_str().unwrap_or_default()
+    )?;
+    if status["store"]["shared"] != true {
+        return Ok(());
+    }
+    for other in status["instances"].as_array().into_iter().flatten() {
+        let id = other["id"].as_str().unwrap_or_default();
+        if id == me {
+            continue;
+        }
+        let state = match other["stop_reason"].as_str() {
+            Some(reason) => format!("stopped ({reason})"),
+            None => format!(
+                "running, pid {} on {}{}",
+                other["pid"],
+                other["host"].as_str().unwrap_or_default(),
+                other["listen"]
+                    .as_str()
+                    .map(|l| format!(", listening on {l}"))
+                    .unwrap_or_default()
+            ),
+        };
+        writeln!(out, "  instance {id:<20} {state}")?;
+    }
+    Ok(())
+}
+
 fn print_embeddings(out: &mut impl Write, embeddings: &Value) -> Result<()> {
     if !embeddings.is_object() {
         writeln!(out, "embeddings: off (lexical search only)")?;

@@ -171,13 +171,16 @@ async fn accept_locally(
             watch_plugins: false,
             config_file: None,
             overrides: Default::default(),
+            primary: false,
         },
     )
     .await?;
     daemon.settle(wait).await;
     let state = daemon.mcp().server_status(server).map(|s| s.state);
     let outcome = match state {
-        Some(state) if state.is_ready() => daemon.accept_tools(server, tools).map_err(Into::into),
+        Some(state) if state.is_ready() => {
+            daemon.accept_tools(server, tools).await.map_err(Into::into)
+        }
         Some(state) => Err(anyhow::anyhow!(
             "server `{server}` is {}: its tools cannot be listed, so nothing was accepted",
             state.describe()

@@ -54,8 +54,8 @@ use super::console::{self, ConsoleSessions, CookieSession};
 use super::gateway::{GatewayHandler, GatewayIdentity};
 use super::turn_stream::{self, OrderedMessages, TurnItem};
 use super::{Daemon, DaemonError, NewSession, SessionChange, jsonrpc};
+use crate::approvals::AnswerError;
 use quiver_dispatch::Decision;
-use quiver_dispatch::approval::queue::AnswerError;
 use quiver_store::{EventRecord, Store, StoreError};
 use quiver_tool::scope::Scope;
 
@@ -140,11 +140,21 @@ impl From<DaemonError> for ApiError {
             }
             DaemonError::Store(StoreError::SessionExists(_))
             | DaemonError::Store(StoreError::ClientExists(_)) => StatusCode::CONFLICT,
+            DaemonError::Store(e) | DaemonError::Turn(quiver_agent::TurnError::Store(e))
+                if e.is_unavailable() =>
+            {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let data = match &error {
             DaemonError::ConfigRefused { file, errors } => {
                 Some(json!({"file": file, "errors": errors}))
+            }
+            DaemonError::Store(e) | DaemonError::Turn(quiver_agent::TurnError::Store(e))
+                if e.is_unavailable() =>
+            {
+                Some(json!({"store": state_store_location(e)}))
             }
             _ => None,
         };
@@ -152,6 +162,14 @@ impl From<DaemonError> for ApiError {
             data,
             ..ApiError::new(status, error.code(), error.to_string())
         }
+    }
+}
+
+/// The store an unavailable-store error names.
+fn state_store_location(error: &StoreError) -> Option<String> {
+    match error {
+        StoreError::Unavailable { location, .. } => Some(location.clone()),
+        _ => None,
     }
 }
 
@@ -540,7 +558,7 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     let caller = if digest == *state.admin_digest {
         Caller::Admin
     } else if token.starts_with(CLIENT_TOKEN_PREFIX) {
-        match state.daemon.store().gateway_client_by_token(&digest) {
+        match state.daemon.store().gateway_client_by_token(&digest).await {
             Ok(Some(client)) => Caller::GatewayClient {
                 name: client.name,
                 grants: client.grants,
@@ -682,6 +700,19 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<ApiState>) -> Response {
+    // Nothing can be served without the store: sessions, the log and
+    // approvals all live there.
+    if let Err(error) = state.daemon.store().ping().await {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "error": error.code(),
+                "message": error.to_string(),
+                "data": {"store": state.daemon.store().location()},
+            })),
+        )
+            .into_response();
+    }
     let waiting = state.daemon.waiting_for();
     if waiting.is_empty() {
         // Ready means searches find every registered tool: the answer
@@ -725,7 +756,7 @@ async fn health(State(state): State<ApiState>) -> Json<Value> {
 }
 
 async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
-    Ok(Json(state.daemon.status()?))
+    Ok(Json(state.daemon.status().await?))
 }
 
 /// How often a status stream compares the plugins' and servers' state.
@@ -780,7 +811,7 @@ async fn reload(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
 }
 
 async fn list_sessions(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"sessions": state.daemon.sessions()?})))
+    Ok(Json(json!({"sessions": state.daemon.sessions().await?})))
 }
 
 async fn create_session(
@@ -788,7 +819,7 @@ async fn create_session(
     body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let request: NewSession = object_body(body)?;
-    let record = state.daemon.create_session(request)?;
+    let record = state.daemon.create_session(request).await?;
     Ok((StatusCode::CREATED, Json(json!(record))))
 }
 
@@ -799,7 +830,7 @@ async fn update_session(
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
     let change: SessionChange = object_body(body)?;
-    Ok(Json(json!(state.daemon.update_session(&id, change)?)))
+    Ok(Json(json!(state.daemon.update_session(&id, change).await?)))
 }
 
 async fn delete_session(
@@ -807,7 +838,9 @@ async fn delete_session(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
-    Ok(Json(json!({"deleted": state.daemon.delete_session(&id)?})))
+    Ok(Json(
+        json!({"deleted": state.daemon.delete_session(&id).await?}),
+    ))
 }
 
 async fn get_session(
@@ -815,8 +848,8 @@ async fn get_session(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
-    let messages = state.daemon.messages(&id)?;
-    let record = state.daemon.store().session(&id)?;
+    let messages = state.daemon.messages(&id).await?;
+    let record = state.daemon.store().session(&id).await?;
     Ok(Json(json!({"session": record, "messages": messages})))
 }
 
@@ -825,7 +858,7 @@ async fn get_messages(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
-    Ok(Json(json!({"messages": state.daemon.messages(&id)?})))
+    Ok(Json(json!({"messages": state.daemon.messages(&id).await?})))
 }
 
 #[derive(Deserialize)]
@@ -879,7 +912,7 @@ async fn post_message(
     }
     // Subscribed before the turn starts, so that none of it is missed.
     let items = state.daemon.subscribe_turns();
-    let task = state.daemon.start_turn(&id, content)?;
+    let task = state.daemon.start_turn(&id, content).await?;
     let events = TurnEvents {
         session: id,
         items: Some(items),
@@ -1012,9 +1045,9 @@ async fn session_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let Path(id) = path?;
     let Query(query) = query?;
-    state.daemon.session(&id)?;
+    state.daemon.session(&id).await?;
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, Some(id), after, state.shutdown.clone())
+    events_stream(&state.daemon, Some(id), after, state.shutdown.clone()).await
 }
 
 async fn all_events(
@@ -1024,14 +1057,15 @@ async fn all_events(
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let Query(query) = query?;
     let after = replay_from(&query, &headers);
-    events_stream(&state.daemon, None, after, state.shutdown.clone())
+    events_stream(&state.daemon, None, after, state.shutdown.clone()).await
 }
 
 /// Where an event stream stands: the log to replay, then the live feed.
 /// Where a feed reads stored records: the store, in production.
-trait StoredRecords: Send + 'static {
+#[async_trait::async_trait]
+trait StoredRecords: Send + Sync + 'static {
     /// Up to `limit` records after id `after`, oldest first.
-    fn after(
+    async fn after(
         &self,
         session: Option<&str>,
         after: i64,
@@ -1039,14 +1073,15 @@ trait StoredRecords: Send + 'static {
     ) -> Result<Vec<EventRecord>, StoreError>;
 }
 
-impl StoredRecords for Arc<Store> {
-    fn after(
+#[async_trait::async_trait]
+impl StoredRecords for Arc<dyn Store> {
+    async fn after(
         &self,
         session: Option<&str>,
         after: i64,
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
-        self.events(session, after, limit)
+        self.events(session, after, limit).await
     }
 }
 
@@ -1099,6 +1134,7 @@ impl<S: StoredRecords> EventFeed<S> {
                 match self
                     .stored
                     .after(self.session.as_deref(), self.last, self.page_size)
+                    .await
                 {
                     Ok(page) => {
                         self.more_stored = page.len() >= self.page_size;
@@ -1144,7 +1180,7 @@ fn sse_event(record: &EventRecord) -> SseEvent {
 /// Stored events after `after` (when given), then live ones, each once,
 /// as `event: activity` with the log id as the SSE id, until `shutdown`
 /// fires.
-fn events_stream(
+async fn events_stream(
     daemon: &Daemon,
     session: Option<String>,
     after: Option<i64>,
@@ -1154,7 +1190,7 @@ fn events_stream(
     let live = daemon.subscribe_records();
     let now = match after {
         Some(_) => 0,
-        None => daemon.store().last_event_id()?,
+        None => daemon.store().last_event_id().await?,
     };
     let feed = EventFeed::new(
         daemon.store().clone(),
@@ -1272,7 +1308,7 @@ async fn session_catalog(
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
     let Query(query) = query?;
-    let live = state.daemon.session(&id)?;
+    let live = state.daemon.session(&id).await?;
     let context = query.context_tokens.unwrap_or(live.record.context_tokens);
     let assembly = state.daemon.assemble(&live.session, context);
     let mut out = assembly.to_json();
@@ -1316,14 +1352,14 @@ struct DescribeQuery {
 /// The bridge answer of `tool` with `arguments` in `session`'s view, as
 /// the model gets it (through the dispatcher's own search and describe),
 /// without recording a call.
-fn session_bridge(
+async fn session_bridge(
     state: &ApiState,
     session: &str,
     context_tokens: Option<u64>,
     tool: &str,
     arguments: &Value,
 ) -> ApiResult<Json<Value>> {
-    let live = state.daemon.session(session)?;
+    let live = state.daemon.session(session).await?;
     let context = context_tokens.unwrap_or(live.record.context_tokens);
     let assembly = state.daemon.assemble(&live.session, context);
     state
@@ -1380,6 +1416,7 @@ async fn session_search(
         quiver_catalog::bridge::TOOL_SEARCH,
         &search_arguments(&query.query, query.limit),
     )
+    .await
 }
 
 async fn catalog_search(
@@ -1410,6 +1447,7 @@ async fn session_describe(
         quiver_catalog::bridge::TOOL_DESCRIBE,
         &json!({"name": query.name}),
     )
+    .await
 }
 
 async fn catalog_describe(
@@ -1451,40 +1489,21 @@ async fn list_approvals(
     query: Result<Query<ApprovalsQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(query) = query?;
-    let pending: Vec<_> = state
-        .daemon
-        .approvals()
-        .pending()
-        .into_iter()
-        .filter(|p| {
-            query
-                .session
-                .as_deref()
-                .is_none_or(|s| s == p.request.session)
-        })
-        .map(|p| {
-            json!({
-                "id": p.id,
-                "requested_ms": quiver_store::millis(p.requested_at),
-                "session": p.request.session,
-                "call_id": p.request.call_id,
-                "tool": p.request.tool,
-                "via_bridge": p.request.via_bridge,
-                "arguments": p.request.arguments,
-                "digest": p.request.digest,
-            })
-        })
+    let session = query.session.as_deref();
+    let approvals = state.daemon.approvals();
+    let pending: Vec<Value> = approvals
+        .pending(session)
+        .await?
+        .iter()
+        .map(crate::approvals::pending_json)
         .collect();
     // Who answered the latest requests, newest first: a client that shows
     // a request answered elsewhere says by whom.
-    let answered: Vec<_> = state
-        .daemon
-        .approvals()
-        .answered()
-        .into_iter()
-        .rev()
-        .filter(|a| query.session.as_deref().is_none_or(|s| s == a.session))
-        .take(ANSWERED_SHOWN)
+    let answered: Vec<Value> = approvals
+        .closed(session, ANSWERED_SHOWN)
+        .await?
+        .iter()
+        .map(crate::approvals::answered_json)
         .collect();
     Ok(Json(json!({"approvals": pending, "answered": answered})))
 }
@@ -1548,7 +1567,7 @@ async fn answer_approval(
     State(state): State<ApiState>,
     caller: Option<axum::Extension<Caller>>,
     cookie: Option<axum::Extension<CookieSession>>,
-    path: Result<Path<u64>, PathRejection>,
+    path: Result<Path<i64>, PathRejection>,
     body: Result<Json<Answer>, JsonRejection>,
 ) -> ApiResult<Json<Value>> {
     let Path(id) = path?;
@@ -1567,33 +1586,29 @@ async fn answer_approval(
                 .unwrap_or_else(|| "denied through the API".to_owned()),
         },
     };
-    state
+    let answered = state
         .daemon
         .approvals()
-        .answer_as(id, answer.digest.as_deref(), decision, &by)
+        .answer(id, answer.digest.as_deref(), &decision, &by)
+        .await
         .map_err(|error| match error {
-            AnswerError::NotPending(_) => {
+            AnswerError::Unknown(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_pending", error.to_string())
             }
-            // Still `not_pending` (the request is gone), with who answered.
-            AnswerError::AnsweredAlready(ref first) => {
+            // Still `not_pending` (the request is gone), with who answered
+            // or why it ended.
+            AnswerError::Closed(ref first) => {
                 let mut api_error =
                     ApiError::new(StatusCode::NOT_FOUND, "not_pending", error.to_string());
-                api_error.data = Some(json!(first));
+                api_error.data = Some(crate::approvals::answered_json(first));
                 api_error
             }
             AnswerError::DigestMismatch { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "digest_mismatch", error.to_string())
             }
+            AnswerError::Store(error) => ApiError::from(error),
         })?;
-    let answered_ms = state
-        .daemon
-        .approvals()
-        .answered()
-        .iter()
-        .rev()
-        .find(|a| a.id == id)
-        .map(|a| a.answered_ms);
+    let answered_ms = answered.closed_ms;
     Ok(Json(
         json!({"id": id, "answered": true, "answered_by": by, "answered_ms": answered_ms}),
     ))
@@ -1615,12 +1630,12 @@ async fn accept_tools(
 ) -> ApiResult<Json<Value>> {
     let Path(server) = path?;
     let body: AcceptBody = object_body(body)?;
-    Ok(Json(state.daemon.accept_tools(&server, &body.tools)?))
+    Ok(Json(state.daemon.accept_tools(&server, &body.tools).await?))
 }
 
 async fn list_clients(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
     Ok(Json(
-        json!({"clients": state.daemon.store().gateway_clients()?}),
+        json!({"clients": state.daemon.store().gateway_clients().await?}),
     ))
 }
 
@@ -1653,11 +1668,11 @@ async fn create_client(
     Scope::new(client.grants.iter().cloned()).map_err(DaemonError::from)?;
     state.daemon.check_grants(&client.grants)?;
     let token = format!("{CLIENT_TOKEN_PREFIX}{}", auth::random_hex(32));
-    let stored = state.daemon.store().add_gateway_client(
-        &client.name,
-        &auth::digest(&token),
-        &client.grants,
-    )?;
+    let stored = state
+        .daemon
+        .store()
+        .add_gateway_client(&client.name, &auth::digest(&token), &client.grants)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({
@@ -1674,7 +1689,7 @@ async fn delete_client(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
     let Path(name) = path?;
-    if state.daemon.store().remove_gateway_client(&name)? {
+    if state.daemon.store().remove_gateway_client(&name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::new(
@@ -1696,8 +1711,9 @@ mod tests {
     #[derive(Clone, Default)]
     struct Log(Arc<Mutex<Vec<EventRecord>>>);
 
+    #[async_trait::async_trait]
     impl StoredRecords for Log {
-        fn after(
+        async fn after(
             &self,
             session: Option<&str>,
             after: i64,
@@ -1717,6 +1733,7 @@ mod tests {
         EventRecord {
             id,
             time_ms: 0,
+            instance: None,
             session: session.into(),
             call_id: id as u64,
             tool: "echo".into(),

@@ -132,7 +132,7 @@ impl Daemon {
         if attachments.is_empty() {
             return Ok(text);
         }
-        let live = self.session(id)?;
+        let live = self.session(id).await?;
         let session = &live.session;
         let granted = self.granted_mcp_servers(session.scope());
         let mut parts = Vec::new();

@@ -111,7 +111,7 @@ impl GatewayHandler {
         context: &RequestContext<RoleServer>,
         name: &str,
     ) -> Result<(String, String), ErrorData> {
-        let servers = self.granted_servers(context)?;
+        let servers = self.granted_servers(context).await?;
         self.daemon
             .find_prompt(&servers, name)
             .await
@@ -130,7 +130,9 @@ impl GatewayHandler {
         context: &RequestContext<RoleServer>,
         uri: &str,
     ) -> Result<quiver_mcp::ResourceSubscription, ErrorData> {
-        let (server, own) = self.granted_resource(context, uri, resource_not_found)?;
+        let (server, own) = self
+            .granted_resource(context, uri, resource_not_found)
+            .await?;
         let started = std::time::Instant::now();
         let subscribed = self.daemon.mcp().subscribe_resource(server, own).await;
         self.record(
@@ -139,12 +141,13 @@ impl GatewayHandler {
             uri,
             started,
             subscribed.as_ref().err(),
-        );
+        )
+        .await;
         subscribed.map_err(|error| upstream_error(&error))
     }
 
     /// Records a resource or prompt request in the client's session feed.
-    fn record(
+    async fn record(
         &self,
         context: &RequestContext<RoleServer>,
         method: &str,
@@ -155,7 +158,7 @@ impl GatewayHandler {
         let Ok(identity) = self.identity(&context.extensions) else {
             return;
         };
-        if let Ok(live) = self.session(&identity) {
+        if let Ok(live) = self.session(&identity).await {
             super::attachments::record_request(&live.session, method, name, started, error);
         }
     }
@@ -163,7 +166,7 @@ impl GatewayHandler {
     /// The server and its own URI of the resource (or template) a client
     /// calls `uri`, if it is one of the gateway's names of a server in the
     /// client's grant; else the error `refuse` makes of why not.
-    fn granted_resource<'u>(
+    async fn granted_resource<'u>(
         &self,
         context: &RequestContext<RoleServer>,
         uri: &'u str,
@@ -178,7 +181,12 @@ impl GatewayHandler {
                 None,
             ));
         };
-        if !self.granted_servers(context)?.iter().any(|s| s == server) {
+        if !self
+            .granted_servers(context)
+            .await?
+            .iter()
+            .any(|s| s == server)
+        {
             return Err(refuse(
                 format!("`{uri}`: no MCP server `{server}` in this client's grant"),
                 None,
@@ -189,18 +197,19 @@ impl GatewayHandler {
 
     /// The MCP servers, ready now, whose toolset the client's grant holds:
     /// their resources and prompts go with their tools.
-    fn granted_servers(
+    async fn granted_servers(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<Vec<String>, ErrorData> {
         let identity = self.identity(&context.extensions)?;
-        let live = self.session(&identity)?;
+        let live = self.session(&identity).await?;
         Ok(self.daemon.granted_mcp_servers(live.session.scope()))
     }
 
-    fn session(&self, identity: &GatewayIdentity) -> Result<Arc<LiveSession>, ErrorData> {
+    async fn session(&self, identity: &GatewayIdentity) -> Result<Arc<LiveSession>, ErrorData> {
         self.daemon
             .gateway_session(&identity.client, &identity.grants)
+            .await
             .map_err(|e| internal(&e))
     }
 
@@ -219,7 +228,10 @@ impl GatewayHandler {
     {
         let daemon = self.daemon.clone();
         async move {
-            let Ok(live) = daemon.gateway_session(&identity.client, &identity.grants) else {
+            let Ok(live) = daemon
+                .gateway_session(&identity.client, &identity.grants)
+                .await
+            else {
                 return;
             };
             let mut changes = daemon.registry().subscribe();
@@ -395,7 +407,7 @@ impl ServerHandler for GatewayHandler {
             closed(context.peer.clone()),
         );
         tokio::spawn(watch);
-        if let Ok(live) = self.session(&identity) {
+        if let Ok(live) = self.session(&identity).await {
             tokio::spawn(notices::forward(
                 self.daemon.mcp().resource_notices(),
                 live,
@@ -446,7 +458,7 @@ impl ServerHandler for GatewayHandler {
                 .await;
             }
         };
-        let live = self.session(&identity)?;
+        let live = self.session(&identity).await?;
         let notices = notices::forward(
             self.daemon.mcp().resource_notices(),
             live,
@@ -511,7 +523,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListResourcesResult, ErrorData> {
         refuse_cursor("resources/list", request.as_ref())?;
         let mut all = Vec::new();
-        for server in self.granted_servers(&context)? {
+        for server in self.granted_servers(&context).await? {
             match self.daemon.mcp().resources(&server).await {
                 Ok(resources) => all.extend(resources.into_iter().map(|mut resource| {
                     resource.uri = quiver_mcp::resource_uri(&server, &resource.uri);
@@ -532,7 +544,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         refuse_cursor("resources/templates/list", request.as_ref())?;
         let mut all = Vec::new();
-        for server in self.granted_servers(&context)? {
+        for server in self.granted_servers(&context).await? {
             match self.daemon.mcp().resource_templates(&server).await {
                 Ok(templates) => all.extend(templates.into_iter().map(|mut template| {
                     template.uri_template =
@@ -552,7 +564,9 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let (server, uri) = self.granted_resource(&context, &request.uri, resource_not_found)?;
+        let (server, uri) = self
+            .granted_resource(&context, &request.uri, resource_not_found)
+            .await?;
         let started = std::time::Instant::now();
         let read = self.daemon.mcp().read_resource(server, uri).await;
         self.record(
@@ -561,7 +575,8 @@ impl ServerHandler for GatewayHandler {
             &request.uri,
             started,
             read.as_ref().err(),
-        );
+        )
+        .await;
         let read = read.map_err(|error| upstream_error(&error))?;
         // The contents name their URIs too: the gateway's names, so that a
         // client can read them again.
@@ -586,7 +601,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListPromptsResult, ErrorData> {
         refuse_cursor("prompts/list", request.as_ref())?;
         let mut all = Vec::new();
-        for server in self.granted_servers(&context)? {
+        for server in self.granted_servers(&context).await? {
             match self.daemon.mcp().prompts(&server).await {
                 Ok(prompts) => all.extend(prompts.into_iter().map(|mut prompt| {
                     prompt.name = mcp_tool_name(&server, &prompt.name);
@@ -618,7 +633,8 @@ impl ServerHandler for GatewayHandler {
             &request.name,
             started,
             rendered.as_ref().err(),
-        );
+        )
+        .await;
         let rendered = rendered.map_err(|error| upstream_error(&error))?;
         Ok(rendered.into())
     }
@@ -636,8 +652,9 @@ impl ServerHandler for GatewayHandler {
                 server
             }
             Reference::Resource(reference) => {
-                let (server, uri) =
-                    self.granted_resource(&context, &reference.uri, invalid_params)?;
+                let (server, uri) = self
+                    .granted_resource(&context, &reference.uri, invalid_params)
+                    .await?;
                 let (server, uri) = (server.to_owned(), uri.to_owned());
                 reference.uri = uri;
                 server
@@ -666,7 +683,7 @@ impl ServerHandler for GatewayHandler {
             return Err(invalid_cursor("tools/list", cursor));
         }
         let identity = self.identity(&context.extensions)?;
-        let live = self.session(&identity)?;
+        let live = self.session(&identity).await?;
         let assembly = self
             .daemon
             .assemble(&live.session, live.record.context_tokens);
@@ -691,7 +708,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let identity = self.identity(&context.extensions)?;
-        let live = self.session(&identity)?;
+        let live = self.session(&identity).await?;
         let assembly = self
             .daemon
             .assemble(&live.session, live.record.context_tokens);

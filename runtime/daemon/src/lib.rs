@@ -8,6 +8,7 @@
 //! HTTP) showing each client the assembled view of its grant.
 
 pub mod api;
+pub mod approvals;
 pub mod attachments;
 pub mod auth;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod console;
 pub mod gateway;
 pub mod head_limits;
 pub mod http;
+pub mod instance;
 pub mod jsonrpc;
 pub mod locks;
 pub mod savings;
@@ -39,7 +41,6 @@ use quiver_agent::{Agent, Turn, TurnError, TurnOutcome};
 use quiver_catalog::assembly::{Assembler, Assembly};
 use quiver_catalog::semantic::{SemanticError, SemanticIndex};
 use quiver_core_tools::{CoreToolSet, CoreToolsError};
-use quiver_dispatch::approval::queue::ApprovalQueue;
 use quiver_dispatch::{
     ActivityFeed, Approver, ChainParts, Dispatcher, Executors, Session, SessionError,
     standard_chain,
@@ -49,7 +50,12 @@ use quiver_model::{Message, ModelError, ModelProvider};
 use quiver_plugins::{
     PluginError, PluginExecutor, PluginHost, PluginHostOptions, PluginWatcher, ReloadOutcome,
 };
-use quiver_store::{EventRecord, SessionKind, SessionRecord, Store, StoreError, StoredMessage};
+use quiver_store::{
+    EventRecord, Notice, SessionKind, SessionRecord, Store, StoreError, StoredMessage,
+};
+
+use crate::approvals::{Approvals, StoredApprover};
+use crate::instance::Instance;
 use quiver_tool::registry::ToolRegistry;
 use quiver_tool::scope::{Scope, ScopeError};
 
@@ -57,8 +63,8 @@ use quiver_tool::scope::{Scope, ScopeError};
 /// (`gateway-NAME`); sessions made through the API may not.
 pub const GATEWAY_SESSION_PREFIX: &str = "gateway-";
 
-/// The database file in the state directory.
-pub const DATABASE_FILE: &str = "quiver.db";
+/// The database file in the state directory (the SQLite store).
+pub const DATABASE_FILE: &str = quiver_store::DATABASE_FILE;
 
 /// Why the daemon could not start or a request could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -195,7 +201,7 @@ impl DaemonError {
         match self {
             DaemonError::StateDir { .. } => "state_dir",
             DaemonError::Token { .. } => "token_file",
-            DaemonError::Store(_) => "store_error",
+            DaemonError::Store(e) => e.code(),
             DaemonError::CoreTools(_) => "core_tools",
             DaemonError::Plugins(_) => "plugins",
             DaemonError::Model(e) => e.code(),
@@ -235,6 +241,12 @@ pub struct DaemonOptions {
     pub config_file: Option<PathBuf>,
     /// What the command line sets over the file (applied again on reload).
     pub overrides: ConfigOverrides,
+    /// This is the state directory's daemon (`quiver serve` over HTTP, which
+    /// holds its lock): it is the instance whose id the state directory
+    /// keeps. Other processes on the directory (`quiver chat` without a
+    /// daemon, `serve --stdio`, `status`) are instances of their own,
+    /// `ID.PID`.
+    pub primary: bool,
 }
 
 /// Settings given on the command line, over the config file's.
@@ -339,11 +351,12 @@ pub struct SessionChange {
 /// The running daemon.
 pub struct Daemon {
     state_dir: PathBuf,
-    store: Arc<Store>,
+    store: Arc<dyn Store>,
+    instance: Instance,
     registry: Arc<ToolRegistry>,
     plugins: Arc<PluginHost>,
     mcp: Arc<McpHost>,
-    approvals: ApprovalQueue,
+    approvals: Arc<Approvals>,
     /// Who approves calls, kept to build the chain of each config.
     approver: Arc<dyn Approver>,
     feed: Arc<ActivityFeed>,
@@ -357,6 +370,8 @@ pub struct Daemon {
     started: Instant,
     watcher: std::sync::Mutex<Option<PluginWatcher>>,
     persister: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The tasks that follow the store (relay, notices, lease).
+    followers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
     turn_items: turn_stream::TurnItems,
     /// Savings and activity totals over the daemon's life.
@@ -460,7 +475,7 @@ pub struct ReloadReport {
 fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
     // Debug text compares every field, whether or not a section's type
     // implements `PartialEq`.
-    let sections: [(&str, String, String); 11] = [
+    let sections: [(&str, String, String); 12] = [
         (
             "tools.tool_search",
             format!("{:?}", old.tool_search),
@@ -511,6 +526,11 @@ fn changed_sections(old: &Config, new: &Config) -> Vec<String> {
             "gateway",
             format!("{:?}", old.gateway),
             format!("{:?}", new.gateway),
+        ),
+        (
+            "store",
+            format!("{:?}", old.store),
+            format!("{:?}", new.store),
         ),
     ];
     sections
@@ -699,12 +719,27 @@ impl Daemon {
         mut config: Config,
         options: DaemonOptions,
     ) -> Result<Arc<Daemon>, DaemonError> {
-        // Before any source starts, so that their first states are counted.
-        telemetry::handle();
         options.overrides.apply(&mut config);
         let state_dir = config.serve.state_dir();
         make_private_dir(&state_dir)?;
-        let store = Arc::new(Store::open(&state_dir.join(DATABASE_FILE))?);
+        let mut instance = Instance::resolve(&state_dir, config.serve.instance_id.as_deref())
+            .map_err(|detail| DaemonError::StateDir {
+                path: state_dir.clone(),
+                detail,
+            })?;
+        if !options.primary {
+            instance.id = format!("{}.{}", instance.id, instance.pid);
+        }
+        // Before any source starts, so that their first states are counted
+        // (and every series carries the instance).
+        telemetry::set_instance(&instance.id);
+        telemetry::handle();
+        let store = quiver_store::open(&config.store, &state_dir).await?;
+        let listen = options.primary.then(|| config.serve.listen.to_string());
+        let abandoned = instance::register(&*store, &instance, listen.clone()).await?;
+        if !abandoned.is_empty() {
+            tracing::warn!(instance = %instance.id, ?abandoned, "approvals left waiting by this instance's last run are abandoned");
+        }
         let registry = Arc::new(ToolRegistry::new());
         let plugin_state_dir = config
             .plugins
@@ -723,13 +758,13 @@ impl Daemon {
             registry.clone(),
             Vec::new(),
             McpHostOptions::default(),
-            store.clone(),
+            store.pin_store(),
         ));
-        let approvals = ApprovalQueue::new();
+        let approvals = Approvals::new(store.clone(), &instance.id);
         let approver = options
             .approver
             .clone()
-            .unwrap_or_else(|| Arc::new(approvals.clone()));
+            .unwrap_or_else(|| Arc::new(StoredApprover(approvals.clone())));
         let parts = Parts {
             state_dir: &state_dir,
             options: &options,
@@ -744,18 +779,35 @@ impl Daemon {
         applied.assembler.index_in_background(&registry);
         metrics::gauge!("quiver_config_generation").set(1.0);
         let feed_config = applied.config.feed.clone();
+        let store_config = applied.config.store.clone();
         let feed = Arc::new(ActivityFeed::new(
             feed_config.redact.clone(),
             feed_config.capacity,
         ));
         let records = tokio::sync::broadcast::channel(feed_config.capacity.max(16)).0;
         let config_capacity = feed_config.capacity;
+        // Subscribed before the persister writes anything, so that the
+        // relay misses nothing.
+        let notices = store.notices();
         let persister = tokio::spawn(persist_events(
             feed.clone(),
             store.clone(),
             records.clone(),
             approvals.clone(),
+            instance.id.clone(),
         ));
+        let mut followers = vec![
+            tokio::spawn(relay_events(store.clone(), notices, records.clone())),
+            tokio::spawn(approvals.clone().watch()),
+        ];
+        if store.is_shared() {
+            followers.push(tokio::spawn(instance::keep_lease(
+                store.clone(),
+                instance.clone(),
+                store_config.lease,
+                listen,
+            )));
+        }
         tokio::spawn(announce_definition_changes(
             mcp.subscribe_integrity(),
             feed.clone(),
@@ -763,6 +815,7 @@ impl Daemon {
         let daemon = Arc::new(Daemon {
             state_dir,
             store,
+            instance,
             registry,
             plugins,
             mcp,
@@ -777,11 +830,17 @@ impl Daemon {
             started: Instant::now(),
             watcher: std::sync::Mutex::new(None),
             persister: std::sync::Mutex::new(Some(persister)),
+            followers: std::sync::Mutex::new(Vec::new()),
             savings: savings::Series::start(records.subscribe()),
             records,
             // Deltas come many to an answer: room for several answers.
             turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
         });
+        followers.push(tokio::spawn(follow_changes(Arc::downgrade(&daemon))));
+        *daemon
+            .followers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = followers;
         daemon.apply_sources(sources).await;
         let weak = Arc::downgrade(&daemon);
         tokio::spawn(async move {
@@ -894,6 +953,10 @@ impl Daemon {
         if config.serve != old.serve {
             restart_required.push("serve".to_owned());
             config.serve = old.serve.clone();
+        }
+        if config.store != old.store {
+            restart_required.push("store".to_owned());
+            config.store = old.store.clone();
         }
         if config.feed != old.feed {
             restart_required.push("feed".to_owned());
@@ -1041,9 +1104,14 @@ impl Daemon {
         &self.state_dir
     }
 
-    /// The database.
-    pub fn store(&self) -> &Arc<Store> {
+    /// The state store.
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Who this process is among the store's instances.
+    pub fn instance(&self) -> &Instance {
+        &self.instance
     }
 
     /// The live tool registry.
@@ -1061,8 +1129,9 @@ impl Daemon {
         &self.plugins
     }
 
-    /// Pending approvals (when no other approver was given).
-    pub fn approvals(&self) -> &ApprovalQueue {
+    /// The approvals in the store, and this instance's waiting calls
+    /// (when no other approver was given).
+    pub fn approvals(&self) -> &Arc<Approvals> {
         &self.approvals
     }
 
@@ -1112,7 +1181,7 @@ impl Daemon {
     }
 
     /// Creates and stores a session.
-    pub fn create_session(&self, request: NewSession) -> Result<SessionRecord, DaemonError> {
+    pub async fn create_session(&self, request: NewSession) -> Result<SessionRecord, DaemonError> {
         let id = match request.id {
             Some(id) => {
                 if !quiver_tool::naming::is_valid_plain_name(&id) {
@@ -1130,7 +1199,7 @@ impl Daemon {
             )));
         }
         let parent = match &request.parent {
-            Some(parent) => Some(self.session(parent)?),
+            Some(parent) => Some(self.session(parent).await?),
             None => None,
         };
         let grants = match (request.grants, &parent) {
@@ -1175,7 +1244,7 @@ impl Daemon {
         // Built before storing, so a subagent beyond its parent's grant
         // leaves nothing behind.
         let live = self.build_live(record.clone(), parent.as_deref(), Origin::New)?;
-        self.store.create_session(&record)?;
+        self.store.create_session(&record).await?;
         self.publish(live);
         Ok(record)
     }
@@ -1228,8 +1297,8 @@ impl Daemon {
     /// Deletes session `id` with its messages, and its subagents (theirs
     /// first); returns the ids deleted. Refused while a turn runs in any
     /// of them ([`DaemonError::TurnBusy`]). Their activity log entries stay.
-    pub fn delete_session(&self, id: &str) -> Result<Vec<String>, DaemonError> {
-        if self.store.session(id)?.is_none() {
+    pub async fn delete_session(&self, id: &str) -> Result<Vec<String>, DaemonError> {
+        if self.store.session(id).await?.is_none() {
             return Err(DaemonError::UnknownSession(id.to_owned()));
         }
         // Children before parents, so no stored subagent is left without
@@ -1237,14 +1306,14 @@ impl Daemon {
         let mut order = vec![id.to_owned()];
         let mut next = 0;
         while next < order.len() {
-            let children = self.store.subagents(&order[next])?;
+            let children = self.store.subagents(&order[next]).await?;
             order.extend(children);
             next += 1;
         }
         order.reverse();
         // Every turn lock first: nothing is deleted while any runs.
         let mut held = Vec::new();
-        let mut files = Vec::new();
+        let mut claims = Vec::new();
         for session in &order {
             if let Some(live) = self.sessions.get(session).map(|l| l.clone()) {
                 held.push(
@@ -1254,16 +1323,16 @@ impl Daemon {
                         .map_err(|_| DaemonError::TurnBusy(session.clone()))?,
                 );
             }
-            let file_lock = locks::try_lock(&self.state_dir, session)
-                .map_err(|error| DaemonError::StateDir {
-                    path: locks::lock_path(&self.state_dir, session),
-                    detail: format!("cannot take the session's turn lock: {error}"),
-                })?
+            // A turn of it may run in another process or instance.
+            let claim = self
+                .store
+                .claim_turn(session, &self.instance.id)
+                .await?
                 .ok_or_else(|| DaemonError::TurnBusy(session.clone()))?;
-            files.push(file_lock);
+            claims.push(claim);
         }
         for session in &order {
-            self.store.delete_session(session)?;
+            self.store.delete_session(session).await?;
             self.sessions.remove(session);
         }
         tracing::info!(session = id, deleted = ?order, "session deleted");
@@ -1275,12 +1344,12 @@ impl Daemon {
     /// configured and the grant known ([`Daemon::check_grants`]) and, for
     /// a subagent, within its parent's. Refused while a turn runs.
     /// Approvals given "for this session" end with a grant change.
-    pub fn update_session(
+    pub async fn update_session(
         &self,
         id: &str,
         change: SessionChange,
     ) -> Result<SessionRecord, DaemonError> {
-        let live = self.session(id)?;
+        let live = self.session(id).await?;
         if live.record.kind != SessionKind::Chat {
             return Err(DaemonError::NotAChat(id.to_owned()));
         }
@@ -1308,14 +1377,14 @@ impl Daemon {
             self.check_grants(&grants)?;
             record.grants = grants;
             let parent = match &record.parent {
-                Some(parent) => Some(self.session(parent)?),
+                Some(parent) => Some(self.session(parent).await?),
                 None => None,
             };
             // Checked against the parent's grant as a new subagent is.
             rebuilt = Some(self.build_live(record.clone(), parent.as_deref(), Origin::New)?);
             // Loaded subagents hold this session's old scope as their
             // bound: they are loaded again, under the new one, on use.
-            for child in self.store.subagents(id)? {
+            for child in self.store.subagents(id).await? {
                 if let Some((_, loaded)) = self.sessions.remove(&child)
                     && loaded.turn.try_lock().is_err()
                 {
@@ -1323,10 +1392,11 @@ impl Daemon {
                     return Err(DaemonError::TurnBusy(child));
                 }
             }
-            self.store.set_session_grants(id, &record.grants)?;
+            self.store.set_session_grants(id, &record.grants).await?;
         }
         self.store
-            .set_session_model(id, record.model.as_deref(), record.context_tokens)?;
+            .set_session_model(id, record.model.as_deref(), record.context_tokens)
+            .await?;
         let session = match rebuilt {
             Some(rebuilt) => rebuilt.session.clone(),
             None => live.session.clone(),
@@ -1344,24 +1414,26 @@ impl Daemon {
         );
         let mut stored = self
             .store
-            .session(id)?
+            .session(id)
+            .await?
             .ok_or_else(|| DaemonError::UnknownSession(id.to_owned()))?;
         stored.messages = stored.messages.max(record.messages);
         Ok(stored)
     }
 
     /// A session, loaded from the store when this process has not seen it yet.
-    pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, DaemonError> {
+    pub async fn session(&self, id: &str) -> Result<Arc<LiveSession>, DaemonError> {
         if let Some(live) = self.sessions.get(id) {
             live.touch();
             return Ok(live.clone());
         }
         let record = self
             .store
-            .session(id)?
+            .session(id)
+            .await?
             .ok_or_else(|| DaemonError::UnknownSession(id.to_owned()))?;
         let parent = match &record.parent {
-            Some(parent) => Some(self.session(parent)?),
+            Some(parent) => Some(Box::pin(self.session(parent)).await?),
             None => None,
         };
         // Checked against its parent's grant when it was created; the
@@ -1408,7 +1480,7 @@ impl Daemon {
 
     /// The session an MCP gateway client's calls run in (one per client,
     /// created on first use and kept across restarts).
-    pub fn gateway_session(
+    pub async fn gateway_session(
         &self,
         client: &str,
         grants: &[String],
@@ -1427,13 +1499,13 @@ impl Daemon {
                 return Ok(live.clone());
             }
         }
-        let record = match self.store.session(&id)? {
+        let record = match self.store.session(&id).await? {
             Some(record) if record.kind != SessionKind::Gateway => return Err(taken()),
             Some(record) if record.grants == grants => record,
             Some(mut record) => {
                 // The client's grant changed: the session keeps its id
                 // and history, with the new grant stored.
-                self.store.set_session_grants(&id, grants)?;
+                self.store.set_session_grants(&id, grants).await?;
                 record.grants = grants.to_vec();
                 record
             }
@@ -1448,7 +1520,7 @@ impl Daemon {
                     created_ms: quiver_store::now_ms(),
                     messages: 0,
                 };
-                match self.store.create_session(&record) {
+                match self.store.create_session(&record).await {
                     Ok(()) | Err(StoreError::SessionExists(_)) => {}
                     Err(other) => return Err(other.into()),
                 }
@@ -1466,6 +1538,30 @@ impl Daemon {
             dashmap::Entry::Occupied(held) => held.get().clone(),
             dashmap::Entry::Vacant(slot) => slot.insert(live).clone(),
         })
+    }
+
+    /// Drops session `id` from memory when its stored record (changed by
+    /// another process or instance, or deleted) is no longer the loaded
+    /// one, unless a turn runs in it; it is loaded again on use.
+    async fn forget_if_changed(&self, id: &str) {
+        let Some(loaded) = self.sessions.get(id).map(|l| l.record.clone()) else {
+            return;
+        };
+        let stored = match self.store.session(id).await {
+            Ok(stored) => stored,
+            Err(error) => {
+                tracing::debug!(%error, session = id, "cannot compare a loaded session with the store");
+                return;
+            }
+        };
+        let same = stored.is_some_and(|mut stored| {
+            stored.messages = loaded.messages;
+            stored == loaded
+        });
+        if !same {
+            self.sessions
+                .remove_if(id, |_, live| live.turn.try_lock().is_ok());
+        }
     }
 
     /// Drops from memory every loaded session unused for `idle` that holds
@@ -1499,14 +1595,14 @@ impl Daemon {
     }
 
     /// Every stored session.
-    pub fn sessions(&self) -> Result<Vec<SessionRecord>, DaemonError> {
-        Ok(self.store.sessions()?)
+    pub async fn sessions(&self) -> Result<Vec<SessionRecord>, DaemonError> {
+        Ok(self.store.sessions().await?)
     }
 
     /// A session's stored messages.
-    pub fn messages(&self, id: &str) -> Result<Vec<StoredMessage>, DaemonError> {
-        self.session(id)?;
-        Ok(self.store.messages(id)?)
+    pub async fn messages(&self, id: &str) -> Result<Vec<StoredMessage>, DaemonError> {
+        self.session(id).await?;
+        Ok(self.store.messages(id).await?)
     }
 
     /// Runs one turn of session `id` for `text`. The turn runs in a task of
@@ -1517,7 +1613,8 @@ impl Daemon {
         id: &str,
         text: String,
     ) -> Result<TurnOutcome, DaemonError> {
-        self.start_turn(id, text)?
+        self.start_turn(id, text)
+            .await?
             .await
             .map_err(|e| DaemonError::TurnAborted {
                 session: id.to_owned(),
@@ -1529,12 +1626,12 @@ impl Daemon {
     /// after the checks that refuse it ([`Daemon::run_turn`] waits for it);
     /// what it produces goes to [`Daemon::subscribe_turns`] as it happens.
     /// Dropping the handle leaves the turn running.
-    pub fn start_turn(
+    pub async fn start_turn(
         self: &Arc<Self>,
         id: &str,
         text: String,
     ) -> Result<JoinHandle<Result<TurnOutcome, DaemonError>>, DaemonError> {
-        let live = self.session(id)?;
+        let live = self.session(id).await?;
         if live.record.kind != SessionKind::Chat {
             return Err(DaemonError::NotAChat(id.to_owned()));
         }
@@ -1569,24 +1666,24 @@ impl Daemon {
             .try_lock_owned()
             .map_err(|_| DaemonError::TurnBusy(id.to_owned()))?;
         // Another process on this state directory (`quiver chat --session`)
-        // may be running a turn of the same session.
-        let file_lock = locks::try_lock(&self.state_dir, id)
-            .map_err(|error| DaemonError::StateDir {
-                path: locks::lock_path(&self.state_dir, id),
-                detail: format!("cannot take the session's turn lock: {error}"),
-            })?
+        // or another instance on the store may be running a turn of it.
+        let claim = self
+            .store
+            .claim_turn(id, &self.instance.id)
+            .await?
             .ok_or_else(|| DaemonError::TurnBusy(id.to_owned()))?;
         let daemon = self.clone();
         let task = tokio::spawn(async move {
             let _guard = guard;
-            let _file_lock = file_lock;
+            let _claim = claim;
             let mut history: Vec<Message> = daemon
                 .store
-                .messages(&live.record.id)?
+                .messages(&live.record.id)
+                .await?
                 .into_iter()
                 .map(|m| m.message)
                 .collect();
-            turn_stream::observe(&live.session, &daemon.turn_items);
+            turn_stream::observe(&live.session, &daemon.turn_items, &daemon.instance.id);
             let mut log = turn_stream::StreamingLog {
                 store: daemon.store.clone(),
                 session: live.record.id.clone(),
@@ -1610,8 +1707,10 @@ impl Daemon {
     }
 
     /// The daemon's state, for `quiver status` and `/v1/status`.
-    pub fn status(&self) -> Result<Value, DaemonError> {
-        let sessions = self.store.sessions()?;
+    pub async fn status(&self) -> Result<Value, DaemonError> {
+        let sessions = self.store.sessions().await?;
+        let pending = self.store.pending_approvals(None).await?.len();
+        let instances = self.store.instances().await?;
         let snapshot = self.registry.snapshot();
         let applied = self.applied();
         let reloads = self
@@ -1643,7 +1742,14 @@ impl Daemon {
                 "last_reload": reloads.last,
             },
             "sessions": sessions,
-            "pending_approvals": self.approvals.len(),
+            "pending_approvals": pending,
+            "instance": self.instance.json(),
+            "store": {
+                "backend": self.store.backend().as_str(),
+                "location": self.store.location(),
+                "shared": self.store.is_shared(),
+            },
+            "instances": instances,
             "embeddings": applied.assembler.semantic().map(|s| s.status()),
         }))
     }
@@ -1669,8 +1775,10 @@ impl Daemon {
 
     /// Accepts quarantined tool definitions of an MCP server (all of them
     /// when `tools` is empty); they are served at once.
-    pub fn accept_tools(&self, server: &str, tools: &[String]) -> Result<Value, DaemonError> {
+    pub async fn accept_tools(&self, server: &str, tools: &[String]) -> Result<Value, DaemonError> {
         let pins = self.mcp.accept(server, tools)?;
+        // Answered once the acceptance is durable, for every instance.
+        self.store.flush_pins().await?;
         Ok(serde_json::json!({
             "server": server,
             "accepted": pins
@@ -1699,7 +1807,9 @@ impl Daemon {
             .collect()
     }
 
-    /// Stops the MCP servers and flushes the activity log.
+    /// Stops the MCP servers, flushes the activity log and the accepted
+    /// tool definitions, and records this instance as stopped (abandoning
+    /// the approvals its calls still waited for).
     pub async fn shutdown(&self) {
         self.mcp.shutdown().await;
         let persister = self
@@ -1712,6 +1822,20 @@ impl Daemon {
             // a moment to drain them, then stop it.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             persister.abort();
+        }
+        if let Err(error) = self.store.flush_pins().await {
+            tracing::warn!(%error, "accepted tool definitions not all stored at shutdown");
+        }
+        for follower in self
+            .followers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+        {
+            follower.abort();
+        }
+        if let Err(error) = self.store.stop_instance(&self.instance.id, "stopped").await {
+            tracing::warn!(%error, "cannot record this instance as stopped");
         }
     }
 }
@@ -1736,37 +1860,143 @@ enum Origin {
     Stored,
 }
 
-/// Writes every event of the feed to the activity log, then passes it on
-/// with its log id (so a stream can replay the log and go on live without
-/// gaps or repeats). The outcome of a call that waited for approval says
-/// who answered it.
+/// How long the log writer keeps trying to store an event while the store
+/// is unreachable before it gives that event up.
+const STORE_EVENT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Writes every event of the feed to the activity log, as recorded by
+/// `instance`; [`relay_events`] passes them on once stored. The outcome of
+/// a call that waited for approval says who answered it. While the store
+/// is unreachable the writer waits (events queue in the feed's channel)
+/// for up to [`STORE_EVENT_PATIENCE`] per event; an event that cannot be
+/// stored is passed on without a log id.
 async fn persist_events(
     feed: Arc<ActivityFeed>,
-    store: Arc<Store>,
+    store: Arc<dyn Store>,
     records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
-    approvals: ApprovalQueue,
+    approvals: Arc<Approvals>,
+    instance: String,
 ) {
     let mut events = feed.subscribe_all();
     loop {
         match events.recv().await {
             Ok(event) => {
-                let mut record = EventRecord::from_event(&event);
+                let mut record = EventRecord::from_event(&event, Some(&instance));
                 if event.call_id != 0 && event.status.is_final() {
-                    record.answered_by = approvals
-                        .answer_for_call(event.call_id)
-                        .map(|answer| answer.answered_by);
+                    record.answered_by = approvals.answered_by(event.call_id);
                 }
-                match store.record_event(&record) {
-                    Ok(id) => record.id = id,
-                    Err(error) => tracing::warn!(%error, "activity event not stored"),
+                let deadline = Instant::now() + STORE_EVENT_PATIENCE;
+                let mut pause = Duration::from_millis(50);
+                loop {
+                    match store.record_event(&record).await {
+                        Ok(_) => break,
+                        Err(error) if error.is_unavailable() && Instant::now() < deadline => {
+                            tracing::debug!(%error, "activity event waits for the store");
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(Duration::from_secs(2));
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "activity event not stored");
+                            // No receiver is not an error: nobody is watching.
+                            let _ = records.send(Arc::new(record));
+                            break;
+                        }
+                    }
                 }
-                // No receiver is not an error: nobody is watching.
-                let _ = records.send(Arc::new(record));
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(lost)) => {
                 tracing::warn!(lost, "activity log fell behind; events lost");
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
+/// Events read back from the log as the store says they were stored,
+/// every instance's, in log order, passed on with their ids (so a stream
+/// can replay the log and go on live without gaps or repeats): this
+/// instance's own and, with a shared store, the others'.
+async fn relay_events(
+    store: Arc<dyn Store>,
+    mut notices: tokio::sync::broadcast::Receiver<Notice>,
+    records: tokio::sync::broadcast::Sender<Arc<EventRecord>>,
+) {
+    let mut last = match store.last_event_id().await {
+        Ok(last) => last,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read where the activity log stands; relaying from its start");
+            0
+        }
+    };
+    loop {
+        let wanted = match notices.recv().await {
+            Ok(Notice::Event { id }) => id > last,
+            Ok(Notice::Resync) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+            Ok(_) => false,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        };
+        if !wanted {
+            continue;
+        }
+        loop {
+            match store.events(None, last, RELAY_PAGE).await {
+                Ok(page) => {
+                    let full = page.len() >= RELAY_PAGE;
+                    for record in page {
+                        last = last.max(record.id);
+                        let _ = records.send(Arc::new(record));
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read new activity events; they follow with the next");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Events the relay reads at a time.
+const RELAY_PAGE: usize = 256;
+
+/// Follows what other processes and instances change in the store: a
+/// session whose stored record is no longer the one loaded here leaves
+/// memory (it is loaded again on use) unless a turn runs in it; a source
+/// whose accepted definitions changed is reviewed again (another
+/// instance's acceptance releases its quarantined tools here too).
+async fn follow_changes(daemon: std::sync::Weak<Daemon>) {
+    let Some(mut notices) = daemon.upgrade().map(|d| d.store.notices()) else {
+        return;
+    };
+    loop {
+        let notice = match notices.recv().await {
+            Ok(notice) => notice,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Notice::Resync,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+        };
+        let Some(daemon) = daemon.upgrade() else {
+            break;
+        };
+        match notice {
+            Notice::Session { id } => daemon.forget_if_changed(&id).await,
+            Notice::Pins { source } => {
+                if let Some(server) = source.strip_prefix("mcp-") {
+                    daemon.mcp.review_again(server);
+                }
+            }
+            Notice::Resync => {
+                let loaded: Vec<String> = daemon.sessions.iter().map(|l| l.key().clone()).collect();
+                for id in loaded {
+                    daemon.forget_if_changed(&id).await;
+                }
+                for server in daemon.mcp.configs() {
+                    daemon.mcp.review_again(&server.name);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -1891,16 +2121,25 @@ mod tests {
                 id: Some("busy".into()),
                 ..NewSession::default()
             })
+            .await
             .unwrap();
-        let loaded = daemon.session("busy").unwrap();
+        let loaded = daemon.session("busy").await.unwrap();
         let _turn = loaded.turn.clone().try_lock_owned().unwrap();
         // Another copy built from the same record (as a racing create or
         // gateway request would) must not take the locked one's place.
-        let record = daemon.store.session("busy").unwrap().unwrap();
+        let record = daemon.store.session("busy").await.unwrap().unwrap();
         let other = daemon.build_live(record, None, Origin::Stored).unwrap();
         let kept = daemon.publish(other);
         assert!(Arc::ptr_eq(&kept, &loaded));
-        assert!(daemon.session("busy").unwrap().turn.try_lock().is_err());
+        assert!(
+            daemon
+                .session("busy")
+                .await
+                .unwrap()
+                .turn
+                .try_lock()
+                .is_err()
+        );
     }
 
     #[tokio::test]
@@ -1920,23 +2159,26 @@ mod tests {
                 created_ms: 0,
                 messages: 0,
             })
+            .await
             .unwrap();
-        match daemon.gateway_session("foo", &["*".to_owned()]) {
+        match daemon.gateway_session("foo", &["*".to_owned()]).await {
             Err(DaemonError::GatewaySessionTaken { id, client }) => {
                 assert_eq!((id.as_str(), client.as_str()), ("gateway-foo", "foo"));
             }
             other => panic!("{other:?}"),
         }
-        daemon.session("gateway-foo").unwrap();
+        daemon.session("gateway-foo").await.unwrap();
         assert!(matches!(
-            daemon.gateway_session("foo", &["*".to_owned()]),
+            daemon.gateway_session("foo", &["*".to_owned()]).await,
             Err(DaemonError::GatewaySessionTaken { .. })
         ));
         assert!(matches!(
-            daemon.create_session(NewSession {
-                id: Some("gateway-bar".into()),
-                ..NewSession::default()
-            }),
+            daemon
+                .create_session(NewSession {
+                    id: Some("gateway-bar".into()),
+                    ..NewSession::default()
+                })
+                .await,
             Err(DaemonError::BadRequest(_))
         ));
     }
@@ -1965,10 +2207,10 @@ mod tests {
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
         // A database made earlier with the usual umask.
         let db = state.join(DATABASE_FILE);
-        drop(Store::open(&db).unwrap());
+        drop(quiver_store::sqlite::SqliteStore::open(&db).unwrap());
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
         let daemon = test_daemon(dir.path()).await;
-        daemon.create_session(NewSession::default()).unwrap();
+        daemon.create_session(NewSession::default()).await.unwrap();
         for name in [DATABASE_FILE, "quiver.db-wal", "quiver.db-shm"] {
             let mode = std::fs::metadata(state.join(name))
                 .unwrap()

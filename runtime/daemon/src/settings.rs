@@ -40,6 +40,9 @@ pub struct ServeConfig {
     pub console_session: std::time::Duration,
     /// How long the one-time console link printed at start stays usable.
     pub console_link: std::time::Duration,
+    /// This instance's name in a shared store, status, metrics and the
+    /// feed; `None`: the one kept in the state directory.
+    pub instance_id: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -57,6 +60,7 @@ impl Default for ServeConfig {
             metrics_without_token: false,
             console_session: std::time::Duration::from_secs(CONSOLE_SESSION_S.default_int() as u64),
             console_link: std::time::Duration::from_secs(CONSOLE_LINK_S.default_int() as u64),
+            instance_id: None,
         }
     }
 }
@@ -117,6 +121,7 @@ pub struct RawServe {
     metrics_without_token: Option<bool>,
     console_session_s: Option<Spanned<i64>>,
     console_link_s: Option<Spanned<i64>>,
+    instance_id: Option<Spanned<String>>,
 }
 
 /// Gateway as written, values with their line and column (see `validate`).
@@ -198,6 +203,14 @@ pub const SERVE_SETTINGS: &[Setting] = &[
         900,
         "how long the one-time console sign-in link that `quiver serve` prints at start stays usable, in seconds (it works once); read at start",
     ),
+    Setting {
+        key: "serve.instance_id",
+        kind: Kind::Text("1 to 64 of [A-Za-z0-9._-], e.g. quiver-a"),
+        default: DefaultValue::Described(
+            "the id kept in `STATE_DIR/instance-id`, made at first start from the host name and a random suffix",
+        ),
+        doc: "this instance's name: shown by `quiver status`, as the `instance` label of every `/metrics` series and on every activity event, and what a shared store (`store.backend: postgres`) knows it by (its approvals, leases and turns); each instance sharing a store needs its own. Read at start",
+    },
 ];
 
 const MAX_CONNECTIONS: &Setting = by_key(SERVE_SETTINGS, "serve.max_connections");
@@ -242,6 +255,14 @@ pub fn allowed_for(key: &str) -> Option<String> {
 fn invalid<T>(file: &str, at: &Spanned<T>, key: String, message: String) -> ConfigError {
     let allowed = allowed_for(&key).unwrap_or_default();
     invalid_at(file, at, key, message, allowed)
+}
+
+/// Whether `id` can name an instance: 1 to 64 of `[A-Za-z0-9._-]`.
+pub fn is_instance_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Checks the raw section and builds its validated form; clamped values add warnings.
@@ -322,7 +343,20 @@ pub fn validate_serve(
         file,
         warnings,
     )?;
+    let instance_id = match raw.instance_id {
+        None => None,
+        Some(id) if is_instance_id(&id.value) => Some(id.value),
+        Some(id) => {
+            return Err(invalid(
+                file,
+                &id,
+                "serve.instance_id".into(),
+                format!("`{}` is not an instance id", id.value),
+            ));
+        }
+    };
     Ok(ServeConfig {
+        instance_id,
         listen,
         state_dir,
         max_connections: max_connections as usize,

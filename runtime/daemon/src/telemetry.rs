@@ -26,13 +26,27 @@ const TOKENS_BUCKETS: &[f64] = &[
     100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 25000.0, 50000.0, 100000.0, 250000.0,
 ];
 
+/// The instance every series is labelled with, set before the recorder
+/// is installed (the first daemon of a process names it).
+static INSTANCE: OnceLock<String> = OnceLock::new();
+
+/// Labels every series of this process with `instance` (the `instance`
+/// label), unless the recorder is installed already.
+pub fn set_instance(instance: &str) {
+    let _ = INSTANCE.set(instance.to_owned());
+}
+
 /// The recorder's handle, installing the recorder on first use. Where
 /// another recorder was installed first (an embedding program's), metrics
 /// go there and this one renders nothing: said once in the log.
 pub fn handle() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        let builder = PrometheusBuilder::new()
+        let base = || match INSTANCE.get() {
+            Some(instance) => PrometheusBuilder::new().add_global_label("instance", instance),
+            None => PrometheusBuilder::new(),
+        };
+        let builder = base()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
             .and_then(|b| {
                 b.set_buckets_for_metric(Matcher::Suffix("_tokens".into()), TOKENS_BUCKETS)
@@ -41,7 +55,7 @@ pub fn handle() -> &'static PrometheusHandle {
             Ok(builder) => builder,
             Err(error) => {
                 tracing::warn!(%error, "metric buckets refused; histograms are summaries");
-                PrometheusBuilder::new()
+                base()
             }
         };
         let recorder = builder.build_recorder();

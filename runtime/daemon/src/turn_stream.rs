@@ -65,12 +65,13 @@ fn send(items: &TurnItems, session: &str, event: &'static str, data: impl FnOnce
 }
 
 /// Has `session`'s tool events go into `items` as they are recorded.
-pub(crate) fn observe(session: &Session, items: &TurnItems) {
+pub(crate) fn observe(session: &Session, items: &TurnItems, instance: &str) {
     let items = items.clone();
     let id = session.id().to_owned();
+    let instance = instance.to_owned();
     session.set_observer(Some(EventObserver(Arc::new(move |event: &Arc<Event>| {
         send(&items, &id, ACTIVITY, || {
-            json!(EventRecord::from_event(event))
+            json!(EventRecord::from_event(event, Some(&instance)))
         });
     }))));
 }
@@ -78,15 +79,17 @@ pub(crate) fn observe(session: &Session, items: &TurnItems) {
 /// A turn's log: messages to the session's rows as they happen, and the
 /// model's output to the turn items.
 pub(crate) struct StreamingLog {
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) session: String,
     pub(crate) items: TurnItems,
 }
 
+#[async_trait::async_trait]
 impl TurnLog for StreamingLog {
-    fn append(&mut self, message: &Message) -> Result<(), StoreError> {
+    async fn append(&mut self, message: &Message) -> Result<(), StoreError> {
         self.store
             .append_message(&self.session, message)
+            .await
             .map(|_| ())
     }
 
@@ -231,6 +234,7 @@ mod tests {
         EventRecord {
             id: 1,
             time_ms,
+            instance: None,
             session: "s".into(),
             call_id: 7,
             tool: "echo".into(),

@@ -356,6 +356,20 @@ impl McpHost {
         }))
     }
 
+    /// Reviews `server`'s last listing again against the pins now stored:
+    /// what another process or instance accepted meanwhile is served. Does
+    /// nothing for an unknown server or one with nothing quarantined.
+    pub fn review_again(&self, server: &str) {
+        let Some(slot) = self.slot(server) else {
+            return;
+        };
+        let mut held = slot.integrity();
+        if held.quarantined.is_empty() {
+            return;
+        }
+        supervisor::republish(&slot, &self.registry, &self.gate, &mut held);
+    }
+
     /// Accepts the quarantined definitions of `server` named in `tools`
     /// (every quarantined one when empty), exactly as they were offered:
     /// pins them and serves them at once if the server is connected.

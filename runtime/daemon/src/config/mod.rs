@@ -48,6 +48,8 @@ pub struct Config {
     pub agent: quiver_agent::settings::AgentConfig,
     /// `gateway`.
     pub gateway: crate::settings::GatewayConfig,
+    /// `store`.
+    pub store: quiver_store::StoreConfig,
 }
 
 /// A parsed configuration and the warnings validation produced.
@@ -76,6 +78,7 @@ struct RawConfig {
     serve: Option<crate::settings::RawServe>,
     agent: Option<quiver_agent::settings::RawAgent>,
     gateway: Option<crate::settings::RawGateway>,
+    store: Option<quiver_store::settings::RawStore>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,6 +102,7 @@ pub fn settings() -> Vec<Setting> {
         crate::settings::SERVE_SETTINGS,
         quiver_agent::settings::SETTINGS,
         crate::settings::GATEWAY_SETTINGS,
+        quiver_store::settings::SETTINGS,
     ]
     .concat()
 }
@@ -162,7 +166,7 @@ fn allowed_for(key: &str) -> String {
     let leaf = leaf.split('[').next().unwrap_or(leaf);
     match (key, leaf) {
         ("<root>", _) | (".", _) => {
-            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway".into()
+            "a map with keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway, store".into()
         }
         _ if quiver_core_tools::settings::allowed_for(key).is_some() => {
             quiver_core_tools::settings::allowed_for(key).unwrap_or_default()
@@ -188,7 +192,10 @@ fn allowed_for(key: &str) -> String {
         _ if quiver_catalog::settings::allowed_for(key).is_some() => {
             quiver_catalog::settings::allowed_for(key).unwrap_or_default()
         }
-        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway".into(),
+        _ if quiver_store::settings::allowed_for(key).is_some() => {
+            quiver_store::settings::allowed_for(key).unwrap_or_default()
+        }
+        _ => "keys tools, plugins, mcp_servers, guardrails, approval, feed, core_tools, models, default_model, serve, agent, gateway, store".into(),
     }
 }
 
@@ -461,6 +468,15 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>
             &mut warnings,
         ),
     );
+    let store = keep(
+        &mut errors,
+        quiver_store::settings::validate(
+            raw.store.unwrap_or_default(),
+            file,
+            &mut warnings,
+            |name| std::env::var(name).ok(),
+        ),
+    );
     let tool_search = keep(
         &mut errors,
         quiver_catalog::settings::validate_tool_search(
@@ -481,6 +497,7 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>
         Some(serve),
         Some(agent),
         Some(gateway),
+        Some(store),
     ) = (
         tool_search,
         plugins,
@@ -493,6 +510,7 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>
         serve,
         agent,
         gateway,
+        store,
     )
     else {
         return Err(errors);
@@ -510,6 +528,7 @@ fn validate(raw: RawConfig, file: &str) -> Result<LoadedConfig, Vec<ConfigError>
             serve,
             agent,
             gateway,
+            store,
         },
         warnings,
     })

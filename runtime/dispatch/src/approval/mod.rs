@@ -10,12 +10,12 @@
 //! `approval.timeout_s` without an answer the call is denied
 //! (`on_timeout: deny`).
 //!
-//! Approvers: [`queue::ApprovalQueue`] (pending approvals listed and
-//! answered by id, for the daemon's API), [`terminal::TerminalApprover`]
-//! (a prompt on a terminal) and [`rules::AutoApprove`] (approves by
-//! tool-name glob, otherwise asks another approver).
+//! Approvers: the daemon's stored approvals (`quiver_daemon::approvals`:
+//! requests kept in the state store, listed and answered by id through any
+//! instance's API), [`terminal::TerminalApprover`] (a prompt on a
+//! terminal) and [`rules::AutoApprove`] (approves by tool-name glob,
+//! otherwise asks another approver).
 
-pub mod queue;
 pub mod rules;
 pub mod terminal;
 
@@ -52,6 +52,17 @@ pub enum Decision {
         /// Why (shown to the model).
         reason: String,
     },
+}
+
+impl Decision {
+    /// `approve`, `approve_for_session` or `deny`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::ApproveForSession => "approve_for_session",
+            Decision::Deny { .. } => "deny",
+        }
+    }
 }
 
 /// What an approver is asked.
