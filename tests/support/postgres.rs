@@ -179,7 +179,7 @@ impl Cluster {
     /// Starts the server (again, after [`Cluster::down`]).
     pub fn up(&self) {
         let options = format!(
-            "-c listen_addresses='' -k {} -p {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            "-c listen_addresses='' -k {} -p {} -c fsync=off -c full_page_writes=off",
             self.socket_dir().display(),
             self.port
         );

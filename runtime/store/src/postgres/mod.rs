@@ -149,7 +149,9 @@ impl Shared {
             StoreError::Query {
                 location: self.location.clone(),
                 what,
-                source: Box::new(error),
+                // The driver's own text is `db error`: the server's
+                // message and code say what was refused.
+                source: one_line(&error).into(),
             }
         }
     }
@@ -187,7 +189,7 @@ fn pool_error(error: &deadpool_postgres::PoolError) -> String {
 fn one_line(error: &tokio_postgres::Error) -> String {
     let mut text = error.to_string();
     if let Some(db) = error.as_db_error() {
-        text = format!("{}: {}", db.severity(), db.message());
+        text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
     } else if let Some(source) = std::error::Error::source(error) {
         let cause = source.to_string();
         if !text.contains(&cause) {
