@@ -146,6 +146,7 @@ mod serve_with_relative_paths_hot_reloads;
 mod session_turns_are_exclusive_across_processes;
 mod status_names_a_stale_or_silent_daemon;
 mod store_contract_holds_on_both_backends;
+mod store_migrate_copies_an_embedded_store;
 mod store_outage_fails_turns_and_recovers;
 mod store_shared_by_two_daemons;
 mod tiny_context_falls_back_to_tier_two;

@@ -189,7 +189,12 @@ fn pool_error(error: &deadpool_postgres::PoolError) -> String {
 fn one_line(error: &tokio_postgres::Error) -> String {
     let mut text = error.to_string();
     if let Some(db) = error.as_db_error() {
-        text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+        text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
     } else if let Some(source) = std::error::Error::source(error) {
         let cause = source.to_string();
         if !text.contains(&cause) {
