@@ -6,8 +6,9 @@
 //! `state`, `resource`) for the user to open, and waits for the redirect on
 //! a listener of its own on 127.0.0.1 (a random port, path `/callback`).
 //! It checks the redirect's `state`, exchanges the code and writes the
-//! tokens to `STATE_DIR/oauth/NAME.json` (mode 0600). A daemon running on
-//! the same state directory notices the new file within a second and
+//! tokens to the config's state store (`STATE_DIR/oauth/NAME.json`, mode
+//! 0600, with the embedded store; the shared database with PostgreSQL). A
+//! daemon on the same store notices the new tokens within a second and
 //! connects the server; nothing needs restarting. Nothing is opened for
 //! the user: the URL is printed, so a login works over SSH too.
 
@@ -21,7 +22,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use quiver_mcp::McpServerConfig;
-use quiver_mcp::oauth::{PendingLogin, token_file};
+use quiver_mcp::oauth::{PendingLogin, tokens};
 
 /// `quiver mcp` subcommands.
 #[derive(Subcommand)]
@@ -65,10 +66,10 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode> {
     }
 }
 
-/// The configured OAuth server `args.server`, its tokens under the state
-/// directory; refuses an unknown server, a stdio one and one without
-/// `oauth`.
-fn oauth_server(args: &ServerArgs) -> Result<McpServerConfig> {
+/// The configured OAuth server `args.server`, its credentials in the
+/// config's state store; refuses an unknown server, a stdio one and one
+/// without `oauth`.
+async fn oauth_server(args: &ServerArgs) -> Result<McpServerConfig> {
     let mut config = crate::load_config(args.config.as_deref())?.config;
     if let Some(dir) = &args.state_dir {
         config.serve.state_dir = Some(dir.clone());
@@ -86,16 +87,26 @@ fn oauth_server(args: &ServerArgs) -> Result<McpServerConfig> {
             args.server
         );
     }
-    Ok(server.clone().with_state_dir(&config.serve.state_dir()))
+    let server = server.clone();
+    let state_dir = config.serve.state_dir();
+    quiver_config::paths::make_private_dir(&state_dir)
+        .map_err(|e| anyhow::anyhow!("state directory {}: {}", e.path.display(), e.detail))?;
+    let store = quiver_store::open(&config.store, &state_dir).await?;
+    Ok(server.with_tokens(&quiver_daemon::credentials::tokens_of(&store)))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 fn login(args: LoginArgs) -> Result<ExitCode> {
-    let server = oauth_server(&args.server)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(login_flow(&server, Duration::from_secs(args.timeout_s)))?;
+    runtime()?.block_on(async {
+        let server = oauth_server(&args.server).await?;
+        login_flow(&server, Duration::from_secs(args.timeout_s)).await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -170,7 +181,7 @@ async fn login_flow(server: &McpServerConfig, timeout: Duration) -> Result<()> {
     // keeps its connection open does not hold the command up.
     let _ = tokio::time::timeout(Duration::from_secs(2), listening).await;
     let login = outcome?;
-    let file = pending.token_file().path().display().to_string();
+    let file = pending.stored_in();
     let expiry = match login.expires_at {
         Some(at) => format!("; the access token expires {}", timestamp(at)),
         None => String::new(),
@@ -179,28 +190,27 @@ async fn login_flow(server: &McpServerConfig, timeout: Duration) -> Result<()> {
         "Logged in to {name} as {}{expiry}.",
         login.account.as_deref().unwrap_or("?")
     );
-    println!(
-        "Tokens stored in {file} (mode 0600); a running daemon connects {name} within a second."
-    );
+    println!("Tokens stored in {file}; a running daemon connects {name} within a second.");
     Ok(())
 }
 
 fn logout(args: ServerArgs) -> Result<ExitCode> {
-    let server = oauth_server(&args)?;
-    let Some(file) = token_file(&server) else {
-        bail!("server `{}`: no token file", server.name);
-    };
-    if file.remove().map_err(anyhow::Error::msg)? {
-        println!(
-            "Logged out of {}: removed {}. A running daemon's connection stops authenticating; `quiver mcp login {}` logs in again.",
-            server.name,
-            file.path().display(),
-            server.name
-        );
-    } else {
-        println!("No OAuth tokens are stored for {}.", server.name);
-    }
-    Ok(ExitCode::SUCCESS)
+    runtime()?.block_on(async {
+        let server = oauth_server(&args).await?;
+        let Some(tokens) = tokens(&server) else {
+            bail!("server `{}`: no token store", server.name);
+        };
+        let place = tokens.0.place(&server.name);
+        if tokens.0.remove(&server.name).await.map_err(anyhow::Error::msg)? {
+            println!(
+                "Logged out of {}: removed {place}. A running daemon's connection stops authenticating; `quiver mcp login {}` logs in again.",
+                server.name, server.name
+            );
+        } else {
+            println!("No OAuth tokens are stored for {}.", server.name);
+        }
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// `at` (seconds since the Unix epoch) in RFC 3339, with how far off it is.

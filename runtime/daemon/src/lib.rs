@@ -13,6 +13,7 @@ pub mod attachments;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod credentials;
 pub mod gateway;
 pub mod head_limits;
 pub mod http;
@@ -436,6 +437,8 @@ struct Parts<'a> {
     plugins: &'a Arc<PluginHost>,
     mcp: &'a Arc<McpHost>,
     approver: &'a Arc<dyn Approver>,
+    /// Where OAuth servers keep their credentials.
+    tokens: &'a quiver_mcp::tokens::Tokens,
 }
 
 /// Reloads so far.
@@ -586,6 +589,7 @@ fn prepare(
         plugins,
         mcp,
         approver,
+        tokens,
     } = *parts;
     // The model never reads or writes the state (the token, the
     // database, plugin copies) or the config, even inside its workspace.
@@ -685,11 +689,11 @@ fn prepare(
         plugin_options,
         plugin_dirs: config.plugins.dirs.clone(),
         watcher,
-        // OAuth servers keep their tokens under the state directory.
+        // OAuth servers keep their credentials in the state store.
         mcp_servers: config
             .mcp_servers
             .values()
-            .map(|server| server.clone().with_state_dir(parts.state_dir))
+            .map(|server| server.clone().with_tokens(tokens))
             .collect(),
     };
     let applied = Applied {
@@ -765,6 +769,7 @@ impl Daemon {
             .approver
             .clone()
             .unwrap_or_else(|| Arc::new(StoredApprover(approvals.clone())));
+        let tokens = credentials::tokens_of(&store);
         let parts = Parts {
             state_dir: &state_dir,
             options: &options,
@@ -772,6 +777,7 @@ impl Daemon {
             plugins: &plugins,
             mcp: &mcp,
             approver: &approver,
+            tokens: &tokens,
         };
         let (applied, sources) = prepare(&parts, config, None, None)?;
         // Search segments are built when the registry publishes, off the
@@ -966,6 +972,7 @@ impl Daemon {
             restart_required.push("plugins.state_dir".to_owned());
             config.plugins.state_dir = old.plugins.state_dir.clone();
         }
+        let tokens = credentials::tokens_of(&self.store);
         let parts = Parts {
             state_dir: &self.state_dir,
             options: &self.options,
@@ -973,6 +980,7 @@ impl Daemon {
             plugins: &self.plugins,
             mcp: &self.mcp,
             approver: &self.approver,
+            tokens: &tokens,
         };
         let old_assembler = self.applied().assembler.clone();
         let (applied, sources) = match prepare(&parts, config, Some(&old), Some(&old_assembler)) {

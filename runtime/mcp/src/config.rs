@@ -103,7 +103,7 @@ pub const SETTINGS: &[Setting] = &[
         key: "mcp_servers.NAME.oauth",
         kind: Kind::Table { or_bool: true },
         default: DefaultValue::Bool(false),
-        doc: "a `url` server that signs in with OAuth 2.1 (authorization code with PKCE, as the MCP authorization spec says): `quiver mcp login NAME` logs in once, the tokens are kept in the state directory (`oauth/NAME.json`, mode 0600) and refreshed before they expire; `true` is `{}` (dynamic client registration, the scopes the server asks for)",
+        doc: "a `url` server that signs in with OAuth 2.1 (authorization code with PKCE, as the MCP authorization spec says): `quiver mcp login NAME` logs in once, the tokens are kept by the state store (`oauth/NAME.json` in the state directory, mode 0600; with `store.backend: postgres`, in the shared database, so every instance uses one login) and refreshed before they expire; `true` is `{}` (dynamic client registration, the scopes the server asks for)",
     },
     Setting {
         key: "mcp_servers.NAME.oauth.client_id",
@@ -224,9 +224,10 @@ pub struct OAuthConfig {
     pub client_id: Option<String>,
     /// Scopes asked for at login (empty: what the server names).
     pub scopes: Vec<String>,
-    /// Where the server's tokens are kept (`STATE_DIR/oauth`); set by the
-    /// daemon from its state directory, `None` until then.
-    pub token_dir: Option<PathBuf>,
+    /// Where the server's credentials are kept; given by the daemon from
+    /// its state store ([`McpServerConfig::with_tokens`]), `None` until
+    /// then.
+    pub tokens: Option<crate::tokens::Tokens>,
 }
 
 impl fmt::Debug for McpTransportConfig {
@@ -374,10 +375,10 @@ impl McpServerConfig {
         }
     }
 
-    /// Keeps an OAuth server's tokens under `state_dir/oauth`.
-    pub fn with_state_dir(mut self, state_dir: &std::path::Path) -> Self {
+    /// Keeps an OAuth server's credentials in `tokens`.
+    pub fn with_tokens(mut self, tokens: &crate::tokens::Tokens) -> Self {
         if let Some(oauth) = &mut self.oauth {
-            oauth.token_dir = Some(state_dir.join("oauth"));
+            oauth.tokens = Some(tokens.clone());
         }
         self
     }

@@ -35,6 +35,7 @@ pub mod schema;
 pub mod stdio;
 pub mod subscriptions;
 pub mod supervisor;
+pub mod tokens;
 
 pub mod host;
 

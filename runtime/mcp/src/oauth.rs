@@ -1,20 +1,18 @@
 //! OAuth sign-in for Streamable HTTP servers (`mcp_servers.NAME.oauth`)
-//! through rmcp's `auth` support: each server's token file, the credential
-//! store a connection reads and refreshes through, the discovery and
-//! authorization-code flow `quiver mcp login` runs, and what status shows
-//! of a login.
+//! through rmcp's `auth` support: the credential store a connection reads
+//! and refreshes through (over the server's [`TokenStore`]), the discovery
+//! and authorization-code flow `quiver mcp login` runs, and what status
+//! shows of a login.
 //!
-//! Tokens live in `STATE_DIR/oauth/NAME.json` (rmcp's `StoredCredentials`:
-//! client id, token response, granted scopes, when it was received), mode
-//! 0600, replaced atomically (written beside it, then renamed). A
-//! connection reads the file on every request, so a login or a logout made
-//! by another process takes effect at once. Nothing here logs a token or
-//! puts one in an error.
+//! Credentials (rmcp's `StoredCredentials`: client id, token response,
+//! granted scopes, when it was received) are kept by the daemon's state
+//! store: `STATE_DIR/oauth/NAME.json` (mode 0600, replaced atomically) with
+//! the embedded store, a table every instance shares with PostgreSQL. A
+//! connection reads them on every request, so a login or a logout made by
+//! another process takes effect at once. Nothing here logs a token or puts
+//! one in an error.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use base64::Engine as _;
 use quiver_tool::status::OAuthLogin;
@@ -26,131 +24,34 @@ use serde_json::Value;
 
 use crate::McpError;
 use crate::config::{McpServerConfig, McpTransportConfig};
+use crate::tokens::Tokens;
 
 /// The command that logs in to `server`.
 pub fn login_command(server: &str) -> String {
     format!("quiver mcp login {server}")
 }
 
-/// The token file of an OAuth server (`None`: not an OAuth server, or no
-/// state directory was given, see [`McpServerConfig::with_state_dir`]).
-pub fn token_file(config: &McpServerConfig) -> Option<TokenFile> {
-    let dir = config.oauth.as_ref()?.token_dir.as_ref()?;
-    Some(TokenFile::new(dir.join(format!("{}.json", config.name))))
+/// The token store of an OAuth server (`None`: not an OAuth server, or
+/// none was given, see [`McpServerConfig::with_tokens`]).
+pub fn tokens(config: &McpServerConfig) -> Option<&Tokens> {
+    config.oauth.as_ref()?.tokens.as_ref()
 }
 
-/// One server's stored tokens.
-#[derive(Debug, Clone)]
-pub struct TokenFile {
-    path: PathBuf,
-}
-
-/// Distinguishes the temporary files of concurrent saves in one process.
-static SAVES: AtomicU64 = AtomicU64::new(0);
-
-impl TokenFile {
-    /// The file at `path`.
-    pub fn new(path: PathBuf) -> TokenFile {
-        TokenFile { path }
-    }
-
-    /// Where it is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The stored credentials (`None`: no file). The error names the file,
-    /// never its content.
-    pub fn load(&self) -> Result<Option<StoredCredentials>, String> {
-        let bytes = match std::fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(format!("cannot read {}: {error}", self.path.display())),
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|error| {
-            format!(
-                "{} is not a token file (line {}, column {}); log in again",
-                self.path.display(),
-                error.line(),
-                error.column()
-            )
-        })
-    }
-
-    /// Replaces the file with `credentials`: written to a new file of mode
-    /// 0600 in the same directory (mode 0700), synced, then renamed over
-    /// it, so a reader sees the old tokens or the new ones, never a part.
-    pub fn save(&self, credentials: &StoredCredentials) -> Result<(), String> {
-        let fail = |what: &str, error: std::io::Error| {
-            format!("cannot {what} {}: {error}", self.path.display())
-        };
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        create_private_dir(dir).map_err(|e| fail("create the directory of", e))?;
-        let text = serde_json::to_vec_pretty(credentials)
-            .map_err(|e| fail("encode", std::io::Error::other(e)))?;
-        let name = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let temporary = dir.join(format!(
-            ".{name}.{}.{}.tmp",
-            std::process::id(),
-            SAVES.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written =
-            write_private(&temporary, &text).and_then(|()| std::fs::rename(&temporary, &self.path));
-        if let Err(error) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(fail("write", error));
-        }
-        Ok(())
-    }
-
-    /// Removes the file; whether there was one.
-    pub fn remove(&self) -> Result<bool, String> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(true),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(error) => Err(format!("cannot remove {}: {error}", self.path.display())),
-        }
-    }
-
-    /// When the file last changed (`None`: no file).
-    pub fn modified(&self) -> Option<SystemTime> {
-        std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok()
-    }
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+/// Reads `server`'s credentials from `tokens` (`None`: none stored); the
+/// error names where they are, never their content.
+pub async fn load_credentials(
+    tokens: &Tokens,
+    server: &str,
+) -> Result<Option<StoredCredentials>, String> {
+    let Some((value, _)) = tokens.0.load(server).await? else {
+        return Ok(None);
+    };
+    serde_json::from_value(value).map(Some).map_err(|error| {
+        format!(
+            "{} holds no usable credentials ({error}); log in again",
+            tokens.0.place(server)
+        )
+    })
 }
 
 /// What status shows of `server`'s stored credentials.
@@ -213,33 +114,29 @@ fn jwt_claims(token: &str) -> Option<Value> {
 
 pub use crate::connection::LoginView;
 
-/// The login of `config` as its token file says now (`None`: not an
-/// OAuth server).
+/// The login of `config` as status shows it before its credentials are
+/// read (`None`: not an OAuth server); every read of them updates it.
 pub fn current_login(config: &McpServerConfig) -> Option<LoginView> {
     config.oauth.as_ref()?;
-    let stored = token_file(config).and_then(|f| f.load().ok().flatten());
-    Some(Arc::new(Mutex::new(login_status(
-        &config.name,
-        stored.as_ref(),
-    ))))
+    Some(Arc::new(Mutex::new(login_status(&config.name, None))))
 }
 
-/// rmcp's credential store over a [`TokenFile`]: read on every request
-/// (another process may have logged in or out), written on every refresh,
-/// one refresh at a time.
-pub struct FileStore {
+/// rmcp's credential store over a server's [`Tokens`]: read on every
+/// request (another process may have logged in or out), written on every
+/// refresh, one refresh at a time.
+pub struct StoredTokens {
     server: String,
-    file: TokenFile,
+    tokens: Tokens,
     view: Option<LoginView>,
     refreshing: Arc<tokio::sync::Mutex<()>>,
 }
 
-impl FileStore {
-    /// The store of `server` in `file`, keeping `view` current.
-    pub fn new(server: &str, file: TokenFile, view: Option<LoginView>) -> FileStore {
-        FileStore {
+impl StoredTokens {
+    /// The credentials of `server` in `tokens`, keeping `view` current.
+    pub fn new(server: &str, tokens: Tokens, view: Option<LoginView>) -> StoredTokens {
+        StoredTokens {
             server: server.to_owned(),
-            file,
+            tokens,
             view,
             refreshing: Arc::default(),
         }
@@ -254,16 +151,22 @@ impl FileStore {
 }
 
 #[async_trait::async_trait]
-impl CredentialStore for FileStore {
+impl CredentialStore for StoredTokens {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let stored = self.file.load().map_err(AuthError::CredentialStoreError)?;
+        let stored = load_credentials(&self.tokens, &self.server)
+            .await
+            .map_err(AuthError::CredentialStoreError)?;
         self.note(stored.as_ref());
         Ok(stored)
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        self.file
-            .save(&credentials)
+        let value = serde_json::to_value(&credentials)
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        self.tokens
+            .0
+            .save(&self.server, &value)
+            .await
             .map_err(AuthError::CredentialStoreError)?;
         let login = login_status(&self.server, Some(&credentials));
         tracing::info!(
@@ -277,8 +180,10 @@ impl CredentialStore for FileStore {
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        self.file
-            .remove()
+        self.tokens
+            .0
+            .remove(&self.server)
+            .await
             .map_err(AuthError::CredentialStoreError)?;
         self.note(None);
         Ok(())
@@ -311,9 +216,9 @@ pub(crate) async fn authorized_client(
         server: server.to_owned(),
         detail,
     };
-    let file = token_file(config)
-        .ok_or_else(|| connect_error("no state directory to keep OAuth tokens in".into()))?;
-    let store = FileStore::new(server, file.clone(), view);
+    let tokens = tokens(config)
+        .ok_or_else(|| connect_error("no state store to keep OAuth tokens in".into()))?;
+    let store = StoredTokens::new(server, tokens.clone(), view);
     match store.load().await {
         Ok(Some(stored)) if stored.token_response.is_some() => {}
         Ok(_) => return Err(needs_login(server)),
@@ -353,8 +258,8 @@ pub enum LoginError {
         /// The server.
         server: String,
     },
-    /// No token directory was given.
-    #[error("server `{server}`: no state directory to keep OAuth tokens in")]
+    /// No token store was given.
+    #[error("server `{server}`: no state store to keep OAuth tokens in")]
     NoStateDir {
         /// The server.
         server: String,
@@ -406,14 +311,14 @@ pub struct PendingLogin {
     server: String,
     session: AuthorizationSession,
     state: String,
-    file: TokenFile,
+    tokens: Tokens,
 }
 
 impl std::fmt::Debug for PendingLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PendingLogin")
             .field("server", &self.server)
-            .field("file", &self.file)
+            .field("tokens", &self.tokens.0.place(&self.server))
             .finish_non_exhaustive()
     }
 }
@@ -470,7 +375,7 @@ impl PendingLogin {
         let Some(oauth) = &config.oauth else {
             return Err(LoginError::NotOAuth { server });
         };
-        let Some(file) = token_file(config) else {
+        let Some(tokens) = tokens(config).cloned() else {
             return Err(LoginError::NoStateDir { server });
         };
         let start = |detail: String| LoginError::Start {
@@ -487,7 +392,7 @@ impl PendingLogin {
             .map_err(|e| start(format!("discovery: {e}")))?;
         tracing::debug!(server = %server, source = ?resolution.source, "OAuth metadata found");
         manager.set_metadata(resolution.metadata);
-        manager.set_credential_store(FileStore::new(&server, file.clone(), None));
+        manager.set_credential_store(StoredTokens::new(&server, tokens.clone(), None));
         let mut request = AuthorizationRequest::new(redirect_uri).with_client_name("Quiver");
         request = if oauth.scopes.is_empty() {
             request.with_initial_scope_selection()
@@ -506,7 +411,7 @@ impl PendingLogin {
             server,
             session,
             state,
-            file,
+            tokens,
         })
     }
 
@@ -516,8 +421,8 @@ impl PendingLogin {
     }
 
     /// Where the tokens will be stored.
-    pub fn token_file(&self) -> &TokenFile {
-        &self.file
+    pub fn stored_in(&self) -> String {
+        self.tokens.0.place(&self.server)
     }
 
     /// Completes the login from the redirect's query parameters: refuses
@@ -550,7 +455,9 @@ impl PendingLogin {
             .handle_callback_with_issuer(code, &self.state, params.get("iss").map(String::as_str))
             .await
             .map_err(|e| exchange(e.to_string()))?;
-        let stored = self.file.load().map_err(exchange)?;
+        let stored = load_credentials(&self.tokens, &self.server)
+            .await
+            .map_err(exchange)?;
         Ok(login_status(&self.server, stored.as_ref()))
     }
 }
@@ -604,38 +511,5 @@ mod tests {
         let none = login_status("gh", None);
         assert!(!none.logged_in && none.account.is_none());
         assert_eq!(none.login_command, "quiver mcp login gh");
-    }
-
-    #[test]
-    fn token_file_is_private_and_replaced_whole() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = TokenFile::new(dir.path().join("oauth").join("gh.json"));
-        assert!(file.load().expect("no file is fine").is_none());
-        let first = stored(json!({"access_token": "one", "token_type": "Bearer"}));
-        file.save(&first).expect("saved");
-        let second = stored(json!({"access_token": "two", "token_type": "Bearer"}));
-        file.save(&second).expect("saved again");
-        let loaded = file.load().expect("readable").expect("present");
-        let token = serde_json::to_value(loaded.token_response).expect("json");
-        assert_eq!(token["access_token"], "two");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
-            assert_eq!(mode(file.path()), 0o600);
-            assert_eq!(mode(&dir.path().join("oauth")), 0o700);
-        }
-        let left: Vec<_> = std::fs::read_dir(dir.path().join("oauth"))
-            .expect("dir")
-            .collect();
-        assert_eq!(left.len(), 1, "no temporary file is left behind");
-        std::fs::write(file.path(), "{not json").expect("write");
-        let error = file.load().expect_err("garbage is refused");
-        assert!(
-            error.contains("gh.json") && error.contains("line 1"),
-            "{error}"
-        );
-        assert!(file.remove().expect("removed"));
-        assert!(!file.remove().expect("already gone"));
     }
 }

@@ -129,7 +129,7 @@ const STATE_NAMES: [&str; 6] = [
     "stopped",
 ];
 
-/// How often a server waiting for an OAuth login looks at its token file.
+/// How often a server waiting for an OAuth login looks at its stored credentials.
 const LOGIN_POLL: Duration = Duration::from_secs(1);
 
 impl Slot {
@@ -449,28 +449,38 @@ pub(crate) async fn run(
     slot.set_state(ServerState::Stopped);
 }
 
-/// Waits until the server's token file changes (a login, from `quiver mcp
-/// login` in another process); `false` on shutdown. A look at the file's
-/// time each [`LOGIN_POLL`] is all it costs.
+/// Waits until the server's stored credentials change (a login, from
+/// `quiver mcp login` in another process or on another instance); `false`
+/// on shutdown. A look at when they were stored each [`LOGIN_POLL`] is
+/// all it costs.
 async fn wait_for_login(config: &McpServerConfig, shutdown: &CancellationToken) -> bool {
-    let seen = token_file_time(config);
+    let seen = credentials_stamp(config).await;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return false,
             _ = tokio::time::sleep(LOGIN_POLL) => {}
         }
-        let now = token_file_time(config);
+        let now = credentials_stamp(config).await;
         if now.is_some() && now != seen {
             return true;
         }
     }
 }
 
-/// When the server's token file last changed (`None`: no file, or no
+/// When the server's credentials were last stored (`None`: none, or no
 /// OAuth in this build).
-fn token_file_time(config: &McpServerConfig) -> Option<SystemTime> {
+async fn credentials_stamp(config: &McpServerConfig) -> Option<i64> {
     #[cfg(feature = "mcp-http")]
-    return crate::oauth::token_file(config).and_then(|file| file.modified());
+    {
+        let tokens = crate::oauth::tokens(config)?;
+        tokens
+            .0
+            .load(&config.name)
+            .await
+            .ok()
+            .flatten()
+            .map(|(_, stamp)| stamp)
+    }
     #[cfg(not(feature = "mcp-http"))]
     {
         let _ = config;

@@ -1714,6 +1714,41 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn credential_files_are_private_and_replaced_whole() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("quiver.db")).unwrap();
+        assert!(store.credentials("gh").await.unwrap().is_none());
+        store
+            .save_credentials("gh", &serde_json::json!({"access_token": "one"}))
+            .await
+            .unwrap();
+        store
+            .save_credentials("gh", &serde_json::json!({"access_token": "two"}))
+            .await
+            .unwrap();
+        let (stored, _) = store.credentials("gh").await.unwrap().unwrap();
+        assert_eq!(stored["access_token"], "two");
+        let file = dir.path().join(OAUTH_DIR).join("gh.json");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(&dir.path().join(OAUTH_DIR)), 0o700);
+        let left = std::fs::read_dir(dir.path().join(OAUTH_DIR))
+            .unwrap()
+            .count();
+        assert_eq!(left, 1, "no temporary file is left behind");
+        std::fs::write(&file, "{not json").unwrap();
+        let error = store.credentials("gh").await.unwrap_err().to_string();
+        assert!(
+            error.contains("gh.json") && error.contains("line 1"),
+            "{error}"
+        );
+        assert!(!error.contains("not json"), "{error}");
+        assert!(store.clear_credentials("gh").await.unwrap());
+        assert!(!store.clear_credentials("gh").await.unwrap());
+    }
+
     #[test]
     fn turn_lock_files_are_named_by_digest() {
         let dir = Path::new("/state");
