@@ -98,6 +98,27 @@ async fn an_approval_asked_on_one_instance_is_answered_on_the_other() {
     });
     let request = pending(&b).await;
     assert_eq!(request["instance"], id_a.as_str(), "{request}");
+    // B's status stream shows A with a call waiting on it.
+    let stream = b.open_events("/v1/status/events").await;
+    let shown =
+        quiver_tests::daemon::read_named_events(stream, Duration::from_secs(20), |_, data| {
+            data["instances"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|i| i["id"] == id_a.as_str()))
+        })
+        .await;
+    let (_, last) = shown.last().unwrap();
+    let a_shown = last["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == id_a.as_str())
+        .unwrap();
+    assert_eq!(
+        (&a_shown["running"], &a_shown["pending_approvals"]),
+        (&json!(true), &json!(1)),
+        "{a_shown}"
+    );
     assert_eq!(request["session"], session.as_str());
     assert_eq!(request["tool"], "run_command");
     let (status, body) = b
@@ -163,6 +184,22 @@ async fn an_approval_asked_on_one_instance_is_answered_on_the_other() {
             "assistant"
         ]
     );
+    // B's savings show A's totals too (sampled 10 s after activity).
+    let mut a_totals = Value::Null;
+    for _ in 0..300 {
+        let (_, savings) = b.get("/v1/savings").await;
+        if let Some(found) = savings["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["instance"] == id_a.as_str())
+        {
+            a_totals = found["point"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(a_totals["tool_calls"].as_u64().unwrap() >= 1, "{a_totals}");
     // Metrics name each instance.
     let metrics = b
         .request(reqwest::Method::GET, "/metrics")

@@ -762,9 +762,10 @@ async fn status(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
 /// How often a status stream compares the plugins' and servers' state.
 const STATUS_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// The plugins (generation, tools, health, last error) and MCP servers
-/// (state, reconnects, error) as `event: status`, at once and then each
-/// time they change (checked every [`STATUS_CHECK_EVERY`]), until the
+/// The plugins (generation, tools, health, last error), MCP servers
+/// (state, reconnects, error) and, with a shared store, every instance
+/// (running or why it stopped, approvals waiting on it) as `event:
+/// status`, at once and then each time they change (checked every [`STATUS_CHECK_EVERY`]), until the
 /// server stops: the console's Health page shows hot-reloads as they
 /// happen.
 async fn status_events(
@@ -778,12 +779,16 @@ async fn status_events(
         |(daemon, mut ticks, mut last)| async move {
             loop {
                 ticks.tick().await;
-                let now = json!({
+                let mut now = json!({
                     "generation": daemon.registry().snapshot().generation(),
                     "plugins": daemon.plugins().list_json(),
                     "mcp_servers": daemon.mcp_status(),
-                })
-                .to_string();
+                });
+                // A shared store: the other instances, and what waits on each.
+                if daemon.store().is_shared() {
+                    now["instances"] = daemon.instances_json().await;
+                }
+                let now = now.to_string();
                 if now != last {
                     last.clone_from(&now);
                     let event = SseEvent::default().event("status").data(now);
@@ -798,12 +803,16 @@ async fn status_events(
 
 /// The savings and activity totals over the daemon's life (see
 /// [`crate::savings`]), and the totals now.
-async fn savings(State(state): State<ApiState>) -> Json<Value> {
-    Json(json!({
+async fn savings(State(state): State<ApiState>) -> ApiResult<Json<Value>> {
+    // Every instance's latest stored totals (one with the embedded store).
+    let instances = state.daemon.store().latest_savings().await?;
+    Ok(Json(json!({
         "sample_every_s": crate::savings::SAMPLE_EVERY.as_secs(),
+        "instance": state.daemon.instance().id,
         "points": state.daemon.savings().points(),
         "now": crate::savings::Point::now(),
-    }))
+        "instances": instances,
+    })))
 }
 
 async fn reload(State(state): State<ApiState>) -> ApiResult<Json<Value>> {

@@ -818,6 +818,8 @@ impl Daemon {
             mcp.subscribe_integrity(),
             feed.clone(),
         ));
+        let savings =
+            savings::Series::start(records.subscribe(), store.clone(), instance.id.clone());
         let daemon = Arc::new(Daemon {
             state_dir,
             store,
@@ -837,7 +839,7 @@ impl Daemon {
             watcher: std::sync::Mutex::new(None),
             persister: std::sync::Mutex::new(Some(persister)),
             followers: std::sync::Mutex::new(Vec::new()),
-            savings: savings::Series::start(records.subscribe()),
+            savings,
             records,
             // Deltas come many to an answer: room for several answers.
             turn_items: tokio::sync::broadcast::channel((config_capacity * 4).max(256)).0,
@@ -1760,6 +1762,34 @@ impl Daemon {
             "instances": instances,
             "embeddings": applied.assembler.semantic().map(|s| s.status()),
         }))
+    }
+
+    /// The instances using the store as the status stream shows them:
+    /// id, host, pid, where it listens, whether it runs (or why it
+    /// stopped) and how many approvals wait on it; `[]` when the store
+    /// cannot be read.
+    pub async fn instances_json(&self) -> Value {
+        let (Ok(instances), Ok(pending)) = (
+            self.store.instances().await,
+            self.store.pending_approvals(None).await,
+        ) else {
+            return json!([]);
+        };
+        instances
+            .iter()
+            .map(|i| {
+                json!({
+                    "id": i.id,
+                    "host": i.host,
+                    "pid": i.pid,
+                    "listen": i.listen,
+                    "running": i.stopped_ms.is_none(),
+                    "stop_reason": i.stop_reason,
+                    "pending_approvals": pending.iter().filter(|p| p.instance == i.id).count(),
+                    "this": i.id == self.instance.id,
+                })
+            })
+            .collect()
     }
 
     /// Every MCP server's state, each with its trust mode, its quarantined

@@ -11,6 +11,11 @@
 //! holds at most [`MAX_POINTS`]; when full, every other point is dropped
 //! (the first and the newest are kept), so it always spans the whole life
 //! at a coarser step rather than forgetting the start.
+//!
+//! Each point kept is also stored with the instance's id
+//! (`Store::record_savings`), so `/v1/savings` shows every instance's
+//! latest totals beside this one's series (one dashboard for a shared
+//! store), and they outlive the process.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -112,6 +117,8 @@ impl Series {
     /// stops when the series is dropped or the feed closes.
     pub fn start<T: Clone + Send + 'static>(
         mut activity: tokio::sync::broadcast::Receiver<T>,
+        store: Arc<dyn quiver_store::Store>,
+        instance: String,
     ) -> Arc<Series> {
         use tokio::sync::broadcast::error::{RecvError, TryRecvError};
         let series = Arc::new(Series::default());
@@ -129,18 +136,28 @@ impl Series {
                     Err(TryRecvError::Empty | TryRecvError::Closed)
                 ) {}
                 let Some(series) = weak.upgrade() else { break };
-                series.add(Point::now());
+                let point = Point::now();
+                if series.add(point) {
+                    let sample = quiver_store::SavingsSample {
+                        instance: instance.clone(),
+                        time_ms: point.time_ms,
+                        point: serde_json::to_value(point).unwrap_or_default(),
+                    };
+                    if let Err(error) = store.record_savings(&sample).await {
+                        tracing::debug!(%error, "savings sample not stored");
+                    }
+                }
             }
         });
         series
     }
 
     /// Keeps `point` when its totals differ from the newest point's,
-    /// thinning the series when it is full.
-    pub fn add(&self, point: Point) {
+    /// thinning the series when it is full; whether it was kept.
+    pub fn add(&self, point: Point) -> bool {
         let mut points = self.points.lock().unwrap_or_else(PoisonError::into_inner);
         if points.last().is_some_and(|last| last.same_totals(&point)) {
-            return;
+            return false;
         }
         if points.len() >= MAX_POINTS {
             let newest = points.pop();
@@ -152,6 +169,7 @@ impl Series {
             points.extend(newest);
         }
         points.push(point);
+        true
     }
 
     /// The points, oldest first.
