@@ -38,6 +38,11 @@ fn script() -> Value {
             {"tool_calls": [{"name": "tool_call", "arguments": {"name": "word_count", "arguments": {"text": "one two three"}}}]},
             {"content": "counted: {{last_tool_result}}"}
         ]},
+        {"match": "ping", "steps": [
+            {"content": "pong"}, {"content": "pong"}, {"content": "pong"},
+            {"content": "pong"}, {"content": "pong"}, {"content": "pong"},
+            {"content": "pong"}, {"content": "pong"}
+        ]},
         {"match": "wipe it", "steps": [
             {"tool_calls": [{"name": "run_command", "arguments": {"command": "echo never > wiped.txt"}}]},
             {"content": "result: {{last_tool_result}}"}
@@ -184,6 +189,13 @@ async fn an_approval_asked_on_one_instance_is_answered_on_the_other() {
             "assistant"
         ]
     );
+    // Turns sent to the instances in turn, each as soon as the last one
+    // answered (as behind a load balancer): the claim is free by then.
+    let pingpong = a.session(json!({"id": "pingpong"})).await;
+    for n in 0..8 {
+        let on = if n % 2 == 0 { &a } else { &b };
+        assert_eq!(on.say(&pingpong, "ping").await["reply"], "pong");
+    }
     // B's savings show A's totals too (sampled 10 s after activity).
     let mut a_totals = Value::Null;
     for _ in 0..300 {

@@ -1345,6 +1345,9 @@ impl Daemon {
             self.store.delete_session(session).await?;
             self.sessions.remove(session);
         }
+        for claim in claims {
+            claim.release().await;
+        }
         tracing::info!(session = id, deleted = ?order, "session deleted");
         Ok(order)
     }
@@ -1685,14 +1688,14 @@ impl Daemon {
         let daemon = self.clone();
         let task = tokio::spawn(async move {
             let _guard = guard;
-            let _claim = claim;
-            let mut history: Vec<Message> = daemon
-                .store
-                .messages(&live.record.id)
-                .await?
-                .into_iter()
-                .map(|m| m.message)
-                .collect();
+            let history = match daemon.store.messages(&live.record.id).await {
+                Ok(stored) => stored,
+                Err(error) => {
+                    claim.release().await;
+                    return Err(error.into());
+                }
+            };
+            let mut history: Vec<Message> = history.into_iter().map(|m| m.message).collect();
             turn_stream::observe(&live.session, &daemon.turn_items, &daemon.instance.id);
             let mut log = turn_stream::StreamingLog {
                 store: daemon.store.clone(),
@@ -1710,8 +1713,11 @@ impl Daemon {
                     },
                     &text,
                 )
-                .await?;
-            Ok::<_, DaemonError>(outcome)
+                .await;
+            // Free before the answer goes out: the next turn may come to
+            // another instance at once.
+            claim.release().await;
+            Ok::<_, DaemonError>(outcome?)
         });
         Ok(task)
     }

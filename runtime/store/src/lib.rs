@@ -26,6 +26,7 @@ pub mod records;
 pub mod settings;
 pub mod sqlite;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -48,18 +49,42 @@ pub const DATABASE_FILE: &str = "quiver.db";
 
 /// A turn's claim on its session: while it is held no other turn of the
 /// session runs, in this process or any other using the store. Released
-/// when dropped (and, should the process die, when the lock goes with it
-/// or its instance's lease runs out).
+/// by [`TurnClaim::release`] once the turn's messages are stored (so the
+/// next turn, on any instance, finds it free), or when dropped (and,
+/// should the process die, when the lock goes with it or its instance's
+/// lease runs out).
 pub struct TurnClaim {
-    _held: Box<dyn Send + Sync>,
+    held: Option<Box<dyn ClaimHold>>,
 }
 
+/// What a backend holds for a claim, and how it lets go.
+pub trait ClaimHold: Send + Sync {
+    /// Lets go now (the claim is free for others once this returns).
+    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+impl<T: Send + Sync + 'static> ClaimHold for Held<T> {
+    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        drop(self);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// A value whose drop is the release (a file lock).
+pub struct Held<T>(pub T);
+
 impl TurnClaim {
-    /// A claim that holds `held` until dropped (the backend's lock or
-    /// release guard).
-    pub fn new(held: impl Send + Sync + 'static) -> TurnClaim {
+    /// A claim that holds `held` until released or dropped.
+    pub fn new(held: impl ClaimHold + 'static) -> TurnClaim {
         TurnClaim {
-            _held: Box::new(held),
+            held: Some(Box::new(held)),
+        }
+    }
+
+    /// Releases the claim, waiting until others can take it.
+    pub async fn release(mut self) {
+        if let Some(held) = self.held.take() {
+            held.release().await;
         }
     }
 }

@@ -539,7 +539,7 @@ impl Store for SqliteStore {
     ) -> Result<Option<TurnClaim>, StoreError> {
         let path = turn_lock_path(self.inner.dir(), session);
         match crate::lock_file::try_lock_path(&path) {
-            Ok(held) => Ok(held.map(TurnClaim::new)),
+            Ok(held) => Ok(held.map(|lock| TurnClaim::new(crate::Held(lock)))),
             Err(source) => Err(StoreError::Query {
                 location: path.display().to_string(),
                 what: "taking the session's turn lock",

@@ -17,12 +17,15 @@ use crate::notices::{CHANNEL, Notice, NoticeBus};
 /// Longest pause between two attempts to listen again.
 const MAX_PAUSE: Duration = Duration::from_secs(5);
 
-/// Listens until the store is dropped (which aborts this task).
+/// Listens until the store is dropped (which aborts this task); `listening`
+/// is told once the first `LISTEN` is in place (or why it could not be).
 pub(crate) async fn listen(
     shared: Arc<Shared>,
     pg: tokio_postgres::Config,
     pins: Weak<CachedPins>,
+    listening: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
+    let mut listening = Some(listening);
     let mut connected_before = false;
     let mut pause = Duration::from_millis(100);
     loop {
@@ -51,9 +54,15 @@ pub(crate) async fn listen(
                 });
                 if let Err(error) = client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
                     tracing::warn!(store = %shared.location, %error, "cannot listen for the store's notices");
+                    if let Some(listening) = listening.take() {
+                        let _ = listening.send(Err(error.to_string()));
+                    }
                     driver.abort();
                 } else {
                     pause = Duration::from_millis(100);
+                    if let Some(listening) = listening.take() {
+                        let _ = listening.send(Ok(()));
+                    }
                     if connected_before {
                         tracing::info!(store = %shared.location, "listening for the store's notices again");
                         if let Some(pins) = pins.upgrade() {
@@ -78,6 +87,9 @@ pub(crate) async fn listen(
             }
             Err(error) => {
                 tracing::debug!(store = %shared.location, %error, "cannot reach the store to listen for notices");
+                if let Some(listening) = listening.take() {
+                    let _ = listening.send(Err(error.to_string()));
+                }
             }
         }
         tokio::time::sleep(pause).await;

@@ -25,6 +25,7 @@ mod listener;
 mod pins;
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -250,7 +251,32 @@ impl PgStore {
         });
         migrate(&shared, &pg, config.connect_timeout).await?;
         let pins = pins::CachedPins::load(shared.clone()).await?;
-        let listener = tokio::spawn(listener::listen(shared.clone(), pg, Arc::downgrade(&pins)));
+        // Listening before the store is handed out: a notice of a write
+        // made right after start is never missed.
+        let (listening, listens) = tokio::sync::oneshot::channel();
+        let listener = tokio::spawn(listener::listen(
+            shared.clone(),
+            pg,
+            Arc::downgrade(&pins),
+            listening,
+        ));
+        let outcome = tokio::time::timeout(config.connect_timeout, listens).await;
+        let failed = match outcome {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(detail))) => Some(format!("cannot listen for notices: {detail}")),
+            Ok(Err(_)) => Some("the notice listener stopped".to_owned()),
+            Err(_) => Some(
+                "the notice listener did not connect within store.connect_timeout_s".to_owned(),
+            ),
+        };
+        if let Some(detail) = failed {
+            listener.abort();
+            pins.stop();
+            return Err(StoreError::Unavailable {
+                location: shared.location.clone(),
+                detail,
+            });
+        }
         Ok(PgStore {
             shared,
             pins,
@@ -500,46 +526,77 @@ fn instance_record(row: &Row) -> InstanceRecord {
     }
 }
 
-/// Releases a turn claim when dropped: in a task of its own, tried again
-/// until the server takes it (a claim left behind would hold the session).
+/// A turn claim's row: released by a statement (awaited by
+/// [`TurnClaim::release`]); when dropped unreleased, by a task of its own,
+/// tried again until the server takes it (a claim left behind would hold
+/// the session).
 struct ClaimRelease {
     shared: Arc<Shared>,
     session: String,
     instance: String,
 }
 
-impl Drop for ClaimRelease {
-    fn drop(&mut self) {
-        let shared = self.shared.clone();
-        let session = std::mem::take(&mut self.session);
-        let instance = std::mem::take(&mut self.instance);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            let mut pause = Duration::from_millis(100);
-            for _ in 0..600 {
-                let released = async {
-                    let client = shared.client().await?;
-                    client
-                        .execute(
-                            "DELETE FROM turn_claims WHERE session = $1 AND instance = $2",
-                            &[&session, &instance],
-                        )
-                        .await
-                        .map_err(|e| shared.fail("releasing a turn", e))
-                }
-                .await;
-                match released {
-                    Ok(_) => return,
-                    Err(error) => {
-                        tracing::warn!(%error, session, "turn not released yet; trying again");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_secs(5));
-                    }
+impl ClaimRelease {
+    async fn delete(&self) -> Result<(), StoreError> {
+        let client = self.shared.client().await?;
+        client
+            .execute(
+                "DELETE FROM turn_claims WHERE session = $1 AND instance = $2",
+                &[&self.session, &self.instance],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| self.shared.fail("releasing a turn", e))
+    }
+
+    /// Deletes the row, trying again in the background until it is gone.
+    async fn until_released(self) {
+        let mut pause = Duration::from_millis(100);
+        for _ in 0..600 {
+            match self.delete().await {
+                Ok(()) => return,
+                Err(error) => {
+                    tracing::warn!(%error, session = %self.session, "turn not released yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
                 }
             }
-        });
+        }
+    }
+}
+
+impl crate::ClaimHold for ClaimRelease {
+    fn release(self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        let this = *self;
+        Box::pin(async move {
+            if this.delete().await.is_err() {
+                // Released later; the turn's answer need not wait for it.
+                tokio::spawn(this.until_released());
+            }
+        })
+    }
+}
+
+/// Dropped without release (the turn's task was cancelled): released in
+/// the background.
+struct ReleaseOnDrop(Option<ClaimRelease>);
+
+impl crate::ClaimHold for ReleaseOnDrop {
+    fn release(mut self: Box<Self>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        let claim = self.0.take();
+        Box::pin(async move {
+            if let Some(claim) = claim {
+                Box::new(claim).release().await;
+            }
+        })
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let (Some(claim), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(claim.until_released());
+        }
     }
 }
 
@@ -750,11 +807,11 @@ impl Store for PgStore {
             )
             .await?;
         Ok((!rows.is_empty()).then(|| {
-            TurnClaim::new(ClaimRelease {
+            TurnClaim::new(ReleaseOnDrop(Some(ClaimRelease {
                 shared: self.shared.clone(),
                 session: session.to_owned(),
                 instance: instance.to_owned(),
-            })
+            })))
         }))
     }
 
