@@ -358,3 +358,47 @@ async fn a_killed_instance_leaves_nothing_waiting_and_loses_nothing() {
             .any(|a| a["id"] == request["id"] && a["state"] == "abandoned")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_process_with_a_running_instances_id_is_refused() {
+    let cluster = Cluster::start();
+    let model = ScriptedModel::start(&script(), &[]);
+    let fixture = Fixture::new();
+    // One config for both, naming the instance: the operator's mistake.
+    let config = fixture.config(
+        &model.base_url,
+        &format!(
+            "serve:\n  instance_id: quiver-one\nstore:\n  backend: postgres\n  url: \"{}\"\n  lease_s: 2\n",
+            cluster.url()
+        ),
+    );
+    let a = TestDaemon::start(&config, &fixture.path().join("state-a"));
+    a.ready().await;
+    assert_eq!(instance_id(&a).await, "quiver-one");
+    let output = quiver_tests::quiver_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(fixture.path().join("state-b"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("instance id `quiver-one` is in use by process")
+            && stderr.contains(&format!("process {}", a.pid()))
+            && stderr.contains("serve.instance_id"),
+        "{stderr}"
+    );
+    // A was not disturbed: it still runs, with nothing taken from it.
+    let (_, status) = a.get("/v1/status").await;
+    let me = status["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "quiver-one")
+        .cloned()
+        .unwrap();
+    assert_eq!(me["pid"], a.pid(), "{status}");
+    assert!(me["stopped_ms"].is_null(), "{status}");
+}

@@ -302,8 +302,6 @@ fn print(status: &Value, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-/// The embedding stage's progress: overall, then each source still
-/// embedding (a source whose tools are all ready is only counted).
 /// This instance, its store, and (a shared store) the other instances.
 fn print_instances(out: &mut impl Write, status: &Value) -> Result<()> {
     let me = status["instance"]["id"].as_str().unwrap_or_default();
@@ -339,6 +337,8 @@ fn print_instances(out: &mut impl Write, status: &Value) -> Result<()> {
     Ok(())
 }
 
+/// The embedding stage's progress: overall, then each source still
+/// embedding (a source whose tools are all ready is only counted).
 fn print_embeddings(out: &mut impl Write, embeddings: &Value) -> Result<()> {
     if !embeddings.is_object() {
         writeln!(out, "embeddings: off (lexical search only)")?;

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use quiver_store::{InstanceRecord, Store, StoreError};
+use quiver_store::{InstanceRecord, Store};
+
+use crate::DaemonError;
 
 /// The file in the state directory that keeps the instance id.
 pub const INSTANCE_ID_FILE: &str = "instance-id";
@@ -145,14 +147,43 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// Records `instance` as running in `store`, after marking stopped the
-/// instances of this host recorded as running whose process is gone.
-/// Returns the approvals abandoned (this id's leftovers and theirs).
+/// instances of this host recorded as running whose process is gone (and,
+/// in a shared store, those whose lease ran out). Returns the approvals
+/// abandoned (this id's leftovers and theirs).
+///
+/// In a shared store an id another live process holds is refused: two
+/// processes with one id would take each other's approvals and turns
+/// (the same `serve.instance_id` in a config every instance reads, or a
+/// copied state directory).
 pub async fn register(
     store: &dyn Store,
     instance: &Instance,
     listen: Option<String>,
-) -> Result<Vec<i64>, StoreError> {
+    lease: Duration,
+) -> Result<Vec<i64>, DaemonError> {
     let mut abandoned = Vec::new();
+    if store.is_shared() {
+        for gone in store.expire_leases(lease).await? {
+            abandoned.extend(gone.abandoned);
+        }
+        let holder = store.instances().await?.into_iter().find(|other| {
+            other.id == instance.id
+                && other.stopped_ms.is_none()
+                && (other.host != instance.host || other.pid != instance.pid)
+                && (other.host != instance.host || process_alive(other.pid))
+        });
+        if let Some(holder) = holder {
+            return Err(DaemonError::InstanceIdInUse {
+                id: holder.id,
+                host: holder.host,
+                pid: holder.pid,
+                listening: holder
+                    .listen
+                    .map(|l| format!(", listening on {l}"))
+                    .unwrap_or_default(),
+            });
+        }
+    }
     for other in store.instances().await? {
         let gone = other.stopped_ms.is_none()
             && other.id != instance.id

@@ -89,6 +89,20 @@ pub enum DaemonError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another running instance of the shared store has this instance's id.
+    #[error(
+        "instance id `{id}` is in use by process {pid} on {host}{listening}, which renewed its lease within store.lease_s; give each instance its own serve.instance_id (or its own state directory), or, if that process was killed, start again once its lease has run out"
+    )]
+    InstanceIdInUse {
+        /// The id.
+        id: String,
+        /// The other process's host.
+        host: String,
+        /// The other process's id.
+        pid: u32,
+        /// `, listening on ADDR` when it serves HTTP.
+        listening: String,
+    },
     /// The core tools could not start.
     #[error(transparent)]
     CoreTools(#[from] CoreToolsError),
@@ -203,6 +217,7 @@ impl DaemonError {
             DaemonError::StateDir { .. } => "state_dir",
             DaemonError::Token { .. } => "token_file",
             DaemonError::Store(e) => e.code(),
+            DaemonError::InstanceIdInUse { .. } => "instance_id_in_use",
             DaemonError::CoreTools(_) => "core_tools",
             DaemonError::Plugins(_) => "plugins",
             DaemonError::Model(e) => e.code(),
@@ -740,7 +755,8 @@ impl Daemon {
         telemetry::handle();
         let store = quiver_store::open(&config.store, &state_dir).await?;
         let listen = options.primary.then(|| config.serve.listen.to_string());
-        let abandoned = instance::register(&*store, &instance, listen.clone()).await?;
+        let abandoned =
+            instance::register(&*store, &instance, listen.clone(), config.store.lease).await?;
         if !abandoned.is_empty() {
             tracing::warn!(instance = %instance.id, ?abandoned, "approvals left waiting by this instance's last run are abandoned");
         }
