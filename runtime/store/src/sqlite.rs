@@ -174,6 +174,21 @@ impl Inner {
         })
     }
 
+    /// Every row `sql` answers for `params`, each made by `row`.
+    fn all_rows<T>(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.with(what, |c| {
+            let mut statement = c.prepare(sql)?;
+            let rows = statement.query_map(params, row)?;
+            rows.collect()
+        })
+    }
+
     /// The directory beside the database (the state directory).
     fn dir(&self) -> &Path {
         self.path.parent().unwrap_or(Path::new("."))
@@ -269,6 +284,17 @@ impl SqliteStore {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
         self.inner.with(what, f)
+    }
+
+    /// Every row `sql` answers for `params`, each made by `row`.
+    fn all_rows<T>(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.inner.all_rows(what, sql, params, row)
     }
 
     fn notify(&self, notice: Notice) {
@@ -458,12 +484,12 @@ impl Store for SqliteStore {
     }
 
     async fn subagents(&self, id: &str) -> Result<Vec<String>, StoreError> {
-        self.with("listing subagents", |c| {
-            let mut statement =
-                c.prepare("SELECT id FROM sessions WHERE parent = ?1 ORDER BY id")?;
-            let rows = statement.query_map(params![id], |row| row.get(0))?;
-            rows.collect::<rusqlite::Result<Vec<String>>>()
-        })
+        self.all_rows(
+            "listing subagents",
+            "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id",
+            params![id],
+            |row| row.get(0),
+        )
     }
 
     async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
@@ -479,12 +505,12 @@ impl Store for SqliteStore {
     }
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        let rows = self.with("listing sessions", |c| {
-            let mut statement =
-                c.prepare(&format!("{SESSION_COLUMNS} ORDER BY s.created_ms, s.id"))?;
-            let rows = statement.query_map([], raw_session)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+        let rows = self.all_rows(
+            "listing sessions",
+            &format!("{SESSION_COLUMNS} ORDER BY s.created_ms, s.id"),
+            [],
+            raw_session,
+        )?;
         rows.into_iter().map(RawSession::into_record).collect()
     }
 
@@ -514,19 +540,18 @@ impl Store for SqliteStore {
     }
 
     async fn messages(&self, session: &str) -> Result<Vec<StoredMessage>, StoreError> {
-        let rows = self.with("reading messages", |c| {
-            let mut statement = c.prepare(
-                "SELECT seq, created_ms, body FROM messages WHERE session = ?1 ORDER BY seq",
-            )?;
-            let rows = statement.query_map(params![session], |row| {
+        let rows = self.all_rows(
+            "reading messages",
+            "SELECT seq, created_ms, body FROM messages WHERE session = ?1 ORDER BY seq",
+            params![session],
+            |row| {
                 Ok((
                     row.get::<_, i64>(0)?,
                     row.get::<_, i64>(1)?,
                     row.get::<_, String>(2)?,
                 ))
-            })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+            },
+        )?;
         rows.into_iter()
             .map(|(seq, created_ms, body)| stored_message(session, seq, created_ms, &body))
             .collect()
@@ -593,13 +618,9 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.with("reading events", |c| {
-            let mut statement = c.prepare(&format!(
+        let rows = self.all_rows("reading events", &format!(
                 "{EVENT_COLUMNS} WHERE id > ?1 AND (?2 IS NULL OR session = ?2) ORDER BY id LIMIT ?3"
-            ))?;
-            let rows = statement.query_map(params![after, session, limit], raw_event)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+            ), params![after, session, limit], raw_event)?;
         rows.into_iter().map(RawEvent::into_record).collect()
     }
 
@@ -649,18 +670,18 @@ impl Store for SqliteStore {
     }
 
     async fn gateway_clients(&self) -> Result<Vec<GatewayClient>, StoreError> {
-        let rows = self.with("listing gateway clients", |c| {
-            let mut statement =
-                c.prepare("SELECT name, grants, created_ms FROM gateway_clients ORDER BY name")?;
-            let rows = statement.query_map([], |row| {
+        let rows = self.all_rows(
+            "listing gateway clients",
+            "SELECT name, grants, created_ms FROM gateway_clients ORDER BY name",
+            [],
+            |row| {
                 Ok((
                     row.get::<_, String>(0)?,
                     row.get::<_, String>(1)?,
                     row.get::<_, i64>(2)?,
                 ))
-            })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+            },
+        )?;
         rows.into_iter()
             .map(|(name, grants, created_ms)| {
                 Ok(GatewayClient {
@@ -787,13 +808,9 @@ impl Store for SqliteStore {
         &self,
         session: Option<&str>,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let rows = self.with("listing pending approvals", |c| {
-            let mut statement = c.prepare(&format!(
+        let rows = self.all_rows("listing pending approvals", &format!(
                 "{APPROVAL_COLUMNS} WHERE state = 'pending' AND (?1 IS NULL OR session = ?1) ORDER BY id"
-            ))?;
-            let rows = statement.query_map(params![session], raw_approval)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+            ), params![session], raw_approval)?;
         rows.into_iter().map(RawApproval::into_record).collect()
     }
 
@@ -803,14 +820,15 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.with("listing answered approvals", |c| {
-            let mut statement = c.prepare(&format!(
+        let rows = self.all_rows(
+            "listing answered approvals",
+            &format!(
                 "{APPROVAL_COLUMNS} WHERE state <> 'pending' AND (?1 IS NULL OR session = ?1)
                  ORDER BY closed_ms DESC, id DESC LIMIT ?2"
-            ))?;
-            let rows = statement.query_map(params![session, limit], raw_approval)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+            ),
+            params![session, limit],
+            raw_approval,
+        )?;
         rows.into_iter().map(RawApproval::into_record).collect()
     }
 
@@ -913,12 +931,8 @@ impl Store for SqliteStore {
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
-        self.with("listing instances", |c| {
-            let mut statement = c.prepare(
-                "SELECT id, host, pid, version, listen, started_ms, heartbeat_ms, stopped_ms, stop_reason
-                 FROM instances ORDER BY stopped_ms IS NOT NULL, started_ms, id",
-            )?;
-            let rows = statement.query_map([], |row| {
+        self.all_rows("listing instances", "SELECT id, host, pid, version, listen, started_ms, heartbeat_ms, stopped_ms, stop_reason
+                 FROM instances ORDER BY stopped_ms IS NOT NULL, started_ms, id", [], |row| {
                 Ok(InstanceRecord {
                     id: row.get(0)?,
                     host: row.get(1)?,
@@ -930,9 +944,7 @@ impl Store for SqliteStore {
                     stopped_ms: row.get(7)?,
                     stop_reason: row.get(8)?,
                 })
-            })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })
+            })
     }
 
     async fn credentials(&self, server: &str) -> Result<Option<(Value, i64)>, StoreError> {
@@ -967,21 +979,15 @@ impl Store for SqliteStore {
     }
 
     async fn latest_savings(&self) -> Result<Vec<SavingsSample>, StoreError> {
-        let rows = self.with("reading savings", |c| {
-            let mut statement = c.prepare(
-                "SELECT s.instance, s.time_ms, s.point FROM savings s
+        let rows = self.all_rows("reading savings", "SELECT s.instance, s.time_ms, s.point FROM savings s
                  WHERE s.time_ms = (SELECT MAX(time_ms) FROM savings t WHERE t.instance = s.instance)
-                 ORDER BY s.instance",
-            )?;
-            let rows = statement.query_map([], |row| {
+                 ORDER BY s.instance", [], |row| {
                 Ok((
                     row.get::<_, String>(0)?,
                     row.get::<_, i64>(1)?,
                     row.get::<_, String>(2)?,
                 ))
             })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
         rows.into_iter()
             .map(|(instance, time_ms, point)| {
                 Ok(SavingsSample {
@@ -1001,16 +1007,17 @@ impl Store for SqliteStore {
         if table.name == "credentials" {
             return credential_files::export(&self.inner.dir().join(OAUTH_DIR));
         }
-        self.with("exporting a table", |c| {
-            let mut statement = c.prepare(&format!(
+        self.all_rows(
+            "exporting a table",
+            &format!(
                 "SELECT {} FROM {} ORDER BY {}",
                 table.column_list(),
                 table.name,
                 table.order
-            ))?;
-            let rows = statement.query_map([], |row| export_row(table, row))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })
+            ),
+            [],
+            |row| export_row(table, row),
+        )
     }
 
     async fn import_rows(&self, table: &str, rows: &[Value]) -> Result<(), StoreError> {
@@ -1128,12 +1135,7 @@ struct SqlitePins {
 impl PinStore for SqlitePins {
     fn pins(&self, source: &str) -> Result<Vec<Pin>, PinStoreError> {
         let rows = self
-            .inner
-            .with("reading accepted tool definitions", |c| {
-                let mut statement = c.prepare(
-                    "SELECT tool, hash, shape, definition, accepted_ms, accepted_by FROM tool_pins WHERE source = ?1 ORDER BY tool",
-                )?;
-                let rows = statement.query_map(params![source], |row| {
+            .inner.all_rows("reading accepted tool definitions", "SELECT tool, hash, shape, definition, accepted_ms, accepted_by FROM tool_pins WHERE source = ?1 ORDER BY tool", params![source], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
                         row.get::<_, String>(1)?,
@@ -1142,9 +1144,7 @@ impl PinStore for SqlitePins {
                         row.get::<_, i64>(4)?,
                         row.get::<_, String>(5)?,
                     ))
-                })?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-            })
+                })
             .map_err(|e| PinStoreError(e.to_string()))?;
         rows.into_iter()
             .map(
