@@ -372,9 +372,22 @@ async fn a_second_process_with_a_running_instances_id_is_refused() {
             cluster.url()
         ),
     );
-    let a = TestDaemon::start(&config, &fixture.path().join("state-a"));
+    let mut command = quiver_tests::quiver_command();
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .stderr(std::process::Stdio::piped());
+    let mut a = TestDaemon::spawn(command, &fixture.path().join("state-a"));
+    let summary = a.stderr_lines();
     a.ready().await;
     assert_eq!(instance_id(&a).await, "quiver-one");
+    // The startup summary names the instance and its store (no password).
+    let line = summary.wait_for(
+        "instance quiver-one, store postgres",
+        Duration::from_secs(20),
+    );
+    assert!(line.contains("(shared: "), "{line}");
     let output = quiver_tests::quiver_command()
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&config)

@@ -66,6 +66,23 @@ pub fn report(daemon: &Arc<Daemon>, origin: &ConfigOrigin, endpoints: &Endpoints
         "state directory {}",
         daemon.state_dir().display()
     );
+    let store = daemon.store();
+    tracing::info!(
+        target: SUMMARY_TARGET,
+        instance = %daemon.instance().id,
+        store = store.backend().as_str(),
+        location = %store.location(),
+        shared = store.is_shared(),
+        "instance {}, store {} {}{}",
+        daemon.instance().id,
+        store.backend().as_str(),
+        store.location(),
+        if store.is_shared() {
+            " (shared: quiver status lists the other instances)"
+        } else {
+            ""
+        }
+    );
     report_core_tools(daemon);
     report_plugins(daemon);
     for status in daemon.mcp().status() {
