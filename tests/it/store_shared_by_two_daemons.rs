@@ -93,6 +93,29 @@ async fn an_approval_asked_on_one_instance_is_answered_on_the_other() {
         running.contains(&id_a.as_str()) && running.contains(&id_b.as_str()),
         "{status}"
     );
+    // `quiver status` on B's state directory names B, its store and A.
+    let output = quiver_tests::quiver_command()
+        .args(["status", "--state-dir"])
+        .arg(fixture.path().join("state-b"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains(&format!("instance: {id_b} on "))
+            && text.contains(&format!(
+                "store: postgres quiver@localhost:{}/quiver",
+                cluster.port()
+            )),
+        "{text}"
+    );
+    let a_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("instance {id_a} ")))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        a_line.contains(&format!("running, pid {}", a.pid())),
+        "{a_line}"
+    );
 
     // B's feed, open before A does anything.
     let feed = b.open_events("/v1/events").await;

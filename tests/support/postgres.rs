@@ -125,7 +125,12 @@ impl Cluster {
         self.dir.path()
     }
 
-    /// The URL of database `quiver`.
+    /// The port the server's socket is named by.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of the `quiver` database.
     pub fn url(&self) -> String {
         self.url_of("quiver")
     }

@@ -257,6 +257,7 @@ async fn serve_started(
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let address = listener.local_addr()?;
+    daemon.listening_on(address.to_string()).await?;
     let url = format!("http://{address}");
     let token_file = auth::token_path(daemon.state_dir());
     let daemon_file = DaemonFile::path(daemon.state_dir());

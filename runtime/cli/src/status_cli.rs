@@ -307,10 +307,9 @@ fn print_instances(out: &mut impl Write, status: &Value) -> Result<()> {
     let me = status["instance"]["id"].as_str().unwrap_or_default();
     writeln!(
         out,
-        "instance: {me} on {}  store: {} {}",
+        "instance: {me} on {}  store: {}",
         status["instance"]["host"].as_str().unwrap_or_default(),
-        status["store"]["backend"].as_str().unwrap_or_default(),
-        status["store"]["location"].as_str().unwrap_or_default()
+        status["store"]["description"].as_str().unwrap_or_default(),
     )?;
     if status["store"]["shared"] != true {
         return Ok(());

@@ -1140,6 +1140,16 @@ impl Daemon {
         &self.instance
     }
 
+    /// Records where this instance listens once its socket is bound (the
+    /// config may say port 0). Called before anything is served, so
+    /// registering again abandons nothing of this run.
+    pub async fn listening_on(&self, address: String) -> Result<(), DaemonError> {
+        self.store
+            .register_instance(&self.instance.record(Some(address)))
+            .await?;
+        Ok(())
+    }
+
     /// The live tool registry.
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
@@ -1779,6 +1789,7 @@ impl Daemon {
             "store": {
                 "backend": self.store.backend().as_str(),
                 "location": self.store.location(),
+                "description": self.store.describe(),
                 "shared": self.store.is_shared(),
             },
             "instances": instances,

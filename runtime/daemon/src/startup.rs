@@ -73,10 +73,9 @@ pub fn report(daemon: &Arc<Daemon>, origin: &ConfigOrigin, endpoints: &Endpoints
         store = store.backend().as_str(),
         location = %store.location(),
         shared = store.is_shared(),
-        "instance {}, store {} {}{}",
+        "instance {}, store {}{}",
         daemon.instance().id,
-        store.backend().as_str(),
-        store.location(),
+        store.describe(),
         if store.is_shared() {
             " (shared: quiver status lists the other instances)"
         } else {

@@ -109,6 +109,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `user@host:port/database` (never a password).
     fn location(&self) -> String;
 
+    /// The backend and where it is, in one phrase for people:
+    /// `sqlite STATE_DIR/quiver.db`, `postgres user@host:port/database`.
+    fn describe(&self) -> String {
+        let (backend, location) = (self.backend(), self.location());
+        if location.starts_with(backend.as_str()) {
+            location
+        } else {
+            format!("{} {location}", backend.as_str())
+        }
+    }
+
     /// Whether other instances may use the store at once (they renew
     /// leases and tell each other of changes); `false` for SQLite, whose
     /// file belongs to one daemon.

@@ -61,7 +61,8 @@ impl std::fmt::Debug for StoreUrl {
 }
 
 /// `postgres://user:secret@host:5432/db?x=y` as `user@host:5432/db`; a
-/// socket directory given as `host=` in the query is named too.
+/// socket directory given as `host=` in the query is named too, and a
+/// port given as `port=` is shown as the authority's.
 pub fn redact(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -86,7 +87,14 @@ pub fn redact(url: &str) -> String {
         format!("{user}@")
     };
     let host = if host.is_empty() { "localhost" } else { host };
-    format!("{user}{host}/{database}{socket}")
+    // A port given as `port=` in the query (as with a socket directory).
+    let port = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("port="))
+        .filter(|_| !host.contains(':'))
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    format!("{user}{host}{port}/{database}{socket}")
 }
 
 /// The validated `store` section.
@@ -285,7 +293,7 @@ mod tests {
         );
         assert_eq!(
             redact("postgres://u@/quiver?host=/tmp/pg&port=5999"),
-            "u@localhost/quiver (socket in /tmp/pg)"
+            "u@localhost:5999/quiver (socket in /tmp/pg)"
         );
         let url = StoreUrl("postgres://a:b@h/d".into());
         assert_eq!(format!("{url:?}"), "StoreUrl(a@h/d)");
