@@ -423,8 +423,11 @@ struct Versus {
     wins: usize,
     losses: usize,
     lexical_recall: f64,
+    lexical_hit: f64,
     /// Recall of the odd half (hybrid, lexical), then of the even half.
     halves: [f64; 4],
+    /// Hit of the odd half (hybrid, lexical), then of the even half.
+    half_hits: [f64; 4],
 }
 
 fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
@@ -478,6 +481,8 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         .map(|semantic| Assembler::with_semantic(search, Some(semantic)));
     let mut reports = Vec::new();
     let mut baselines = Vec::new();
+    // Per hybrid set: its tools' vectors and the queries ranked with them.
+    let mut stages: Vec<serde_json::Value> = Vec::new();
     for file in options.query_files {
         let set = eval::half(&eval::read_query_set(file)?, options.half);
         let catalog_file = options
@@ -515,19 +520,42 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
             .map_err(|e| eprintln!("warning: query vectors not kept: {e}"))
             .ok();
         semantic.shared().prime_queries(&queries, kept.as_ref())?;
+        let (ready, total) = assembly
+            .catalog()
+            .index()
+            .dense()
+            .map_or((0, 0), |dense| dense.progress());
         eprintln!(
-            "{name}: {} tools embedded ({} new), {} queries, in {:.1} s",
-            assembly.catalog().deferred_count(),
+            "{name}: {ready} of {total} tools embedded ({} new), {} queries, in {:.1} s",
             semantic.embedded() - cached,
             queries.len(),
             started.elapsed().as_secs_f64()
         );
+        // Each query's search says whether the embedding stage ranked it.
+        let hybrid_queries = std::cell::Cell::new(0usize);
         reports.push(eval::evaluate(
             &name,
-            |query, limit| assembly.search_unclamped(query, limit),
+            |query, limit| {
+                let (hits, run) = assembly.catalog().search_run(query, limit);
+                if run.is_fully_hybrid() {
+                    hybrid_queries.set(hybrid_queries.get() + 1);
+                }
+                hits
+            },
             &set,
             options.k,
         ));
+        if hybrid_queries.get() < set.queries.len() {
+            eprintln!(
+                "warning: {name}: {} of {} queries were not ranked with every tool's vector",
+                set.queries.len() - hybrid_queries.get(),
+                set.queries.len()
+            );
+        }
+        stages.push(json!({
+            "embedded": {"ready": ready, "total": total},
+            "hybrid_queries": hybrid_queries.get(),
+        }));
         baselines.push(baseline);
     }
     let (queries, recall, hit, mrr) = eval::overall(&reports);
@@ -541,11 +569,18 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
                 wins,
                 losses,
                 lexical_recall: b.recall,
+                lexical_hit: b.hit,
                 halves: [
                     eval::half_recall(r, true),
                     eval::half_recall(b, true),
                     eval::half_recall(r, false),
                     eval::half_recall(b, false),
+                ],
+                half_hits: [
+                    eval::half_hit(r, true),
+                    eval::half_hit(b, true),
+                    eval::half_hit(r, false),
+                    eval::half_hit(b, false),
                 ],
             }
         })
@@ -559,13 +594,24 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         };
         let versus_json: Vec<_> = versus
             .iter()
-            .map(|v| {
+            .zip(&stages)
+            .map(|(v, stage)| {
                 json!({
+                    "search": "hybrid",
+                    "embedded": stage["embedded"],
+                    "hybrid_queries": stage["hybrid_queries"],
                     "wins": v.wins,
                     "losses": v.losses,
                     "lexical_recall": v.lexical_recall,
-                    "odd": {"recall": v.halves[0], "lexical_recall": v.halves[1]},
-                    "even": {"recall": v.halves[2], "lexical_recall": v.halves[3]},
+                    "lexical_hit": v.lexical_hit,
+                    "odd": {
+                        "recall": v.halves[0], "lexical_recall": v.halves[1],
+                        "hit": v.half_hits[0], "lexical_hit": v.half_hits[1],
+                    },
+                    "even": {
+                        "recall": v.halves[2], "lexical_recall": v.halves[3],
+                        "hit": v.half_hits[2], "lexical_hit": v.half_hits[3],
+                    },
                 })
             })
             .collect();
