@@ -61,6 +61,9 @@ pub struct EmbeddingsConfig {
     pub max_tokens: Option<usize>,
     /// Inference threads; `None`: half the cores, at least one.
     pub threads: Option<usize>,
+    /// Whether the daemon's `/readyz` waits until every tool's vector is
+    /// ready (until then its searches are lexical only for the rest).
+    pub readiness_waits: bool,
 }
 
 impl EmbeddingsConfig {
@@ -71,6 +74,7 @@ impl EmbeddingsConfig {
             weight: DEFAULT_EMBEDDING_WEIGHT,
             max_tokens: None,
             threads: None,
+            readiness_waits: false,
         }
     }
 }
@@ -203,7 +207,7 @@ pub const SETTINGS: &[Setting] = &[
         key: "tools.tool_search.embeddings.weight",
         kind: Kind::Text("a number from 0 to 1"),
         default: DefaultValue::Described("1.0"),
-        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query the best lexical match already explains) to the power 3; one weight for every catalog",
+        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query's words the best lexical match already explains) to the power 2.6, with each lexical score's share of the best raised to the power 1.4; one weight for every catalog (docs/RETRIEVAL.md, Fusion)",
     },
     Setting {
         key: "tools.tool_search.embeddings.max_tokens",
@@ -224,6 +228,12 @@ pub const SETTINGS: &[Setting] = &[
         },
         default: DefaultValue::Described("half the cores, at least 1"),
         doc: "inference threads for embedding tools in the background, so that it leaves cores to the daemon; a search embeds its query on every core",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.readiness_waits",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(false),
+        doc: "`true`: the daemon's `GET /readyz` answers `503 not_ready` until every tool's vector is ready, so a load balancer sends no traffic while searches would still be lexical for some tools; `false`: ready once the tools are searchable, and a search uses each tool's vector as soon as it is ready (`tool_search` says which ran)",
     },
 ];
 
@@ -279,6 +289,7 @@ pub struct RawEmbeddings {
     weight: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     threads: Option<Spanned<i64>>,
+    readiness_waits: Option<bool>,
 }
 
 fn validate_embeddings(
@@ -337,6 +348,7 @@ fn validate_embeddings(
         weight,
         max_tokens: optional(&raw.max_tokens, EMBEDDINGS_MAX_TOKENS, warnings)?,
         threads: optional(&raw.threads, EMBEDDINGS_THREADS, warnings)?,
+        readiness_waits: raw.readiness_waits.unwrap_or(false),
     })
 }
 
