@@ -155,10 +155,21 @@ enum CatalogCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Run tool_search queries against the catalog.
+    /// Run tool_search queries against the catalog. With an embedding model
+    /// (the config's `tools.tool_search.embeddings`, or `--embeddings`) the
+    /// search is hybrid: it first waits for every tool's vector, showing
+    /// progress, unless `--no-wait`; each result says which stages ran.
     Search {
         #[command(flatten)]
         source: CatalogSource,
+        /// The sentence-transformers model directory for hybrid search,
+        /// overriding the config's `tools.tool_search.embeddings.model`.
+        #[arg(long)]
+        embeddings: Option<PathBuf>,
+        /// Search at once, while tools are still being embedded (those
+        /// are matched lexically only, and the results say so).
+        #[arg(long)]
+        no_wait: bool,
         /// Matches per query (default: search_default_limit).
         #[arg(long)]
         limit: Option<i64>,
@@ -360,6 +371,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Catalog(CatalogCommand::Search {
             source,
+            embeddings,
+            no_wait,
             limit,
             queries,
             json,
@@ -373,13 +386,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
             };
-            let (assembler, snapshot) = load(&source)?;
+            let (assembler, snapshot) = load_searching(&source, embeddings.as_deref())?;
             // Search indexes the catalog as assembled for a large context;
             // the context size does not change what is searchable.
             let assembly = assembler.assemble(&snapshot, &Scope::all(), 1_000_000);
+            if let Some(semantic) = assembler.semantic() {
+                // Indexing the catalog queues its tools for the model.
+                let _ = assembly.catalog().index();
+                if !no_wait {
+                    wait_for_vectors(semantic);
+                }
+            }
             let mut out = std::io::stdout().lock();
+            let mut said = None;
             for query in queries {
-                let hits = assembly.search(&query, limit);
+                let (hits, run) = assembly.search_run(&query, limit);
                 if json {
                     let matches: Vec<_> = hits
                         .iter()
@@ -392,9 +413,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    serde_json::to_writer(&mut out, &json!({"query": query, "matches": matches}))?;
+                    let mut line = json!({"query": query, "matches": matches});
+                    if let (Some(line), serde_json::Value::Object(run)) =
+                        (line.as_object_mut(), run.to_json())
+                    {
+                        line.extend(run);
+                    }
+                    serde_json::to_writer(&mut out, &line)?;
                     writeln!(out)?;
                 } else {
+                    // What ran, said once, and again when it changes.
+                    let told = (run.name(), run.note());
+                    if said.as_ref() != Some(&told) {
+                        match &told.1 {
+                            Some(note) => writeln!(out, "({} search: {note})", told.0)?,
+                            None => writeln!(out, "({} search)", told.0)?,
+                        }
+                        said = Some(told);
+                    }
                     writeln!(out, "{query}")?;
                     for hit in &hits {
                         writeln!(out, "  {:>9.4}  {}", hit.score, hit.tool.name())?;
@@ -785,6 +821,90 @@ fn live_sources<T>(
     })
 }
 
+/// The embedding stage of `embeddings` (a model directory given on the
+/// command line, with the config's other embedding settings) or else of
+/// `configured`, loaded with its vector cache under `state_dir`; `None`
+/// when neither names a model.
+fn open_semantic(
+    embeddings: Option<&Path>,
+    configured: Option<&EmbeddingsConfig>,
+    mode: SearchMode,
+    state_dir: &Path,
+) -> Result<Option<std::sync::Arc<SemanticIndex>>> {
+    let wanted = match (embeddings, configured) {
+        (None, None) => return Ok(None),
+        (None, Some(configured)) => configured.clone(),
+        (Some(dir), configured) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let mut given = EmbeddingsConfig::new(quiver_config::paths::absolute(&cwd, dir));
+            if let Some(old) = configured {
+                given.weight = old.weight;
+                given.max_tokens = old.max_tokens;
+                given.threads = old.threads;
+            }
+            given
+        }
+    };
+    anyhow::ensure!(
+        mode == SearchMode::Enhanced,
+        "hybrid search fuses the embeddings with the enhanced mode; the config's tools.tool_search.mode is classic"
+    );
+    Ok(Some(std::sync::Arc::new(SemanticIndex::open(
+        &wanted,
+        Some(state_dir),
+    )?)))
+}
+
+/// [`load`], and the embedding stage the search should use (see
+/// [`open_semantic`]); for live sources, the daemon's own unless
+/// `embeddings` names another model.
+fn load_with_semantic(
+    source: &CatalogSource,
+    embeddings: Option<&Path>,
+) -> Result<(
+    Assembler,
+    std::sync::Arc<RegistrySnapshot>,
+    Option<std::sync::Arc<SemanticIndex>>,
+)> {
+    if source.catalogs.is_empty() {
+        let (assembler, snapshot, semantic, state_dir) = live_sources(
+            source.config.as_deref(),
+            source.wait_s,
+            source.dev,
+            |daemon| {
+                (
+                    Assembler::new(daemon.config().tool_search.clone()),
+                    daemon.registry().snapshot(),
+                    daemon.semantic(),
+                    daemon.state_dir().to_path_buf(),
+                )
+            },
+        )?;
+        let semantic = match embeddings {
+            None => semantic,
+            Some(_) => {
+                let config = assembler.config();
+                open_semantic(
+                    embeddings,
+                    config.embeddings.as_ref(),
+                    config.mode,
+                    &state_dir,
+                )?
+            }
+        };
+        return Ok((assembler, snapshot, semantic));
+    }
+    let (assembler, snapshot, state_dir) = load_catalogs(source)?;
+    let config = assembler.config();
+    let semantic = open_semantic(
+        embeddings,
+        config.embeddings.as_ref(),
+        config.mode,
+        &state_dir,
+    )?;
+    Ok((assembler, snapshot, semantic))
+}
+
 fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
     if source.catalogs.is_empty() {
         return live_sources(
@@ -799,6 +919,19 @@ fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySna
             },
         );
     }
+    let (assembler, snapshot, _) = load_catalogs(source)?;
+    Ok((assembler, snapshot))
+}
+
+/// [`load`] of `--catalog` files: the assembler, the catalogs' tools and
+/// the config's state directory.
+fn load_catalogs(
+    source: &CatalogSource,
+) -> Result<(
+    Assembler,
+    std::sync::Arc<RegistrySnapshot>,
+    std::path::PathBuf,
+)> {
     let loaded = load_config(source.config.as_deref())?;
     let mut documents = Vec::new();
     for path in &source.catalogs {
@@ -815,10 +948,54 @@ fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySna
             );
         }
     }
+    let state_dir = loaded.config.serve.state_dir();
     Ok((
         Assembler::new(loaded.config.tool_search),
         registry.snapshot(),
+        state_dir,
     ))
+}
+
+/// [`load`] for `catalog search`: with an embedding model (`embeddings`,
+/// else the config's `tools.tool_search.embeddings`), an assembler whose
+/// searches are hybrid.
+fn load_searching(
+    source: &CatalogSource,
+    embeddings: Option<&Path>,
+) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
+    let (assembler, snapshot, semantic) = load_with_semantic(source, embeddings)?;
+    let config = assembler.config().clone();
+    Ok((Assembler::with_semantic(config, semantic), snapshot))
+}
+
+/// Blocks until every queued tool text of `semantic` is embedded (or the
+/// model failed on some), showing `embedding tools: READY of TOTAL` on
+/// stderr as it goes.
+fn wait_for_vectors(semantic: &SemanticIndex) {
+    let started = std::time::Instant::now();
+    let mut shown = None;
+    loop {
+        let status = semantic.status();
+        let done = status.ready >= status.total && semantic.is_idle();
+        let stuck = semantic.is_idle() && status.failed > 0;
+        if shown != Some(status.ready) && (!done || shown.is_some()) {
+            eprint!("\rembedding tools: {} of {}", status.ready, status.total);
+            shown = Some(status.ready);
+        }
+        if done || stuck {
+            if shown.is_some() {
+                eprintln!(" ({:.1} s)", started.elapsed().as_secs_f64());
+            }
+            if status.failed > 0 {
+                eprintln!(
+                    "warning: the model failed on {} tool texts; those tools are matched lexically only",
+                    status.failed
+                );
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 fn read_queries(path: &Path) -> Result<Vec<String>> {
