@@ -39,10 +39,10 @@
 //! - Tools of one server that make the same call (see
 //!   [`Tool::operation`]) are one result, under the first name its server
 //!   lists, with the best score among them.
-//! - Prerequisites: when one of the first [`PREREQUISITE_RESULTS`] tools
-//!   requires an identifier (`token`, `station_code`, `libraryId`) that
-//!   another tool of its server looks up by name (`GetUserToken`,
-//!   `resolve-library-id`), that tool follows it. One that requires a
+//! - Prerequisites are a score: when a result requires an identifier
+//!   (`token`, `station_code`, `libraryId`) that another tool of its
+//!   server looks up by name (`GetUserToken`, `resolve-library-id`), that
+//!   tool scores at least [`PREREQUISITE_SHARE`] of the result's score. One that requires a
 //!   place's coordinates (`latitude`, `longitude`) is followed by the one
 //!   tool of its server whose description names them and that takes none
 //!   (`geocode_address`), when no lookup is named for them.
@@ -66,10 +66,12 @@ use rust_stemmers::{Algorithm, Stemmer};
 use crate::classic::{Scored, best_first, idf, name_substring_matches};
 use quiver_tool::tool::Tool;
 
-/// How many of the first results bring their prerequisites after them:
-/// the best alone misses the lookup a close second needs (two servers'
-/// `QueryMeeting`, one of which takes a token).
-pub const PREREQUISITE_RESULTS: usize = 3;
+/// The share of a result's score that a tool providing one of its
+/// required inputs (its prerequisite, see
+/// [`EnhancedSegment::build_prerequisites`]) scores at least: just under
+/// 1, so the prerequisite ranks right below the tool that needs it unless
+/// it earns more itself, and pushes out only results that score lower.
+pub const PREREQUISITE_SHARE: f64 = 0.99;
 
 /// The most words (after stop words) a tool's own name can have and still
 /// be found spelled out in a query; longer names are sentences, not names.
@@ -2031,16 +2033,19 @@ impl EnhancedIndex {
                         None => clears_floor(&out.scores, &out.evidence, floor, slot),
                     })
         };
-        // Ranked by score, ties in catalog order (slots need not be).
-        let hits = out
+        let mut results: Vec<u32> = out
             .touched
             .iter()
-            .filter(|&&slot| out.score(slot) > 0.0 && clears(slot))
+            .copied()
+            .filter(|&slot| out.score(slot) > 0.0 && clears(slot))
+            .collect();
+        self.score_prerequisites(&mut out, &mut results, &allowed);
+        // Ranked by score, ties in catalog order (slots need not be).
+        let hits = results
+            .iter()
             .map(|&slot| (out.score(slot), out.doc(slot)))
             .collect();
-        let mut ranked = best_first(hits, limit);
-        self.insert_prerequisites(&mut ranked, allowed);
-        ranked.truncate(limit);
+        let ranked = best_first(hits, limit);
         if ranked.is_empty() {
             return name_substring_matches(self.tools(), &text, limit, allowed);
         }
@@ -2268,25 +2273,40 @@ impl EnhancedIndex {
             .collect()
     }
 
-    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
-    /// prerequisites right after it, moved up if they were ranked lower
-    /// (not down, if they rank above it already).
-    fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        let mut at = 0;
-        for _ in 0..PREREQUISITE_RESULTS {
-            let Some(&doc) = ranked.get(at) else {
-                return;
-            };
-            let above = ranked.get(..=at).unwrap_or(&[]);
-            let needed: Vec<u32> = self
-                .prerequisites_of(doc)
-                .into_iter()
-                .filter(|&d| allowed(d) && !above.contains(&d))
-                .collect();
-            ranked.retain(|d| !needed.contains(d));
-            let after = (at + 1).min(ranked.len());
-            at = after + needed.len();
-            ranked.splice(after..after, needed);
+    /// Prerequisites as a score: each tool that provides a required input
+    /// of one of `results` (slots of `out`; see
+    /// [`EnhancedSegment::build_prerequisites`]) scores at least
+    /// [`PREREQUISITE_SHARE`] of that result's score, and is a result
+    /// itself. It competes by score: it never pushes out a match that
+    /// scores more than it now does.
+    fn score_prerequisites(
+        &self,
+        out: &mut Scores,
+        results: &mut Vec<u32>,
+        allowed: &impl Fn(u32) -> bool,
+    ) {
+        let mut lent: Vec<(u32, f64)> = Vec::new();
+        for &slot in results.iter() {
+            let share = PREREQUISITE_SHARE * out.score(slot);
+            for needed in self.prerequisites_of(out.doc(slot)) {
+                // The lookups of a scored tool are scored with it.
+                if let Some(at) = out.slot(self, needed).filter(|_| allowed(needed)) {
+                    lent.push((at, share));
+                }
+            }
+        }
+        for (at, share) in lent {
+            if let Some(score) = out.scores.get_mut(at as usize)
+                && *score < share
+            {
+                if *score == 0.0 {
+                    out.touched.push(at);
+                }
+                *score = share;
+                if !results.contains(&at) {
+                    results.push(at);
+                }
+            }
         }
     }
 
@@ -2902,6 +2922,56 @@ mod tests {
         // Filters still apply.
         let hits = index.search("server:t add an alarm token", 3);
         assert!(hits.iter().all(|h| h.tool.source().group() == Some("t")));
+    }
+
+    #[test]
+    fn a_prerequisite_competes_by_score_and_pushes_out_no_better_match() {
+        // Two servers' `send_message`, scored alike; the first requires a
+        // token its server's `GetUserToken` gives.
+        let first = [
+            tool_with(
+                "chat",
+                "send_message",
+                "Send a message to a channel",
+                requiring("token"),
+            ),
+            tool_with(
+                "chat",
+                "GetUserToken",
+                "Get the token of a user",
+                requiring("password"),
+            ),
+        ];
+        let second = [tool_with(
+            "mail",
+            "send_message",
+            "Send a message to a channel",
+            requiring("address"),
+        )];
+        let index = EnhancedIndex::build_described([(None, &first[..]), (None, &second[..])]);
+        let hits = index.search("send a message to a channel", 5);
+        let found: Vec<(Option<&str>, &str)> = hits
+            .iter()
+            .map(|h| (h.tool.source().group(), h.tool.original_name()))
+            .collect();
+        // The lookup ranks below the equal match (a splice would put it
+        // second), just below the tool that needs it by score.
+        assert_eq!(
+            found,
+            [
+                (Some("chat"), "send_message"),
+                (Some("mail"), "send_message"),
+                (Some("chat"), "GetUserToken"),
+            ]
+        );
+        let share = hits[2].score / hits[0].score;
+        assert!((share - PREREQUISITE_SHARE).abs() < 1e-9, "{share}");
+        let reference = super::reference::EnhancedIndex::build(first.iter().chain(&second));
+        let expected: Vec<&str> = names(&hits);
+        assert_eq!(
+            names(&reference.search("send a message to a channel", 5)),
+            expected
+        );
     }
 
     #[test]

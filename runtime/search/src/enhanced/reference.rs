@@ -46,8 +46,8 @@ pub const RELEVANCE_FLOOR: f64 = 0.08;
 /// Fewest letters of a query word whose typo-tolerant match counts as
 /// evidence for the relevance floor.
 pub const MIN_TYPO_EVIDENCE: usize = 6;
-/// How many of the first results bring their prerequisites.
-pub const PREREQUISITE_RESULTS: usize = 3;
+/// The share of a result's score its prerequisite scores at least.
+pub const PREREQUISITE_SHARE: f64 = 0.99;
 /// The most words of a tool's own name that a query can spell out.
 pub const MAX_SPELLED_TERMS: usize = 6;
 
@@ -1117,9 +1117,32 @@ impl EnhancedIndex {
                     || (evidence.get(d).is_some_and(|&words| words >= 1)
                         && scores.get(d).is_some_and(|&score| score >= floor)))
         };
-        let mut ranked = top(&scores, touched, limit, clears);
-        self.insert_prerequisites(&mut ranked, allowed);
-        ranked.truncate(limit);
+        // Prerequisites are a score: at least a share of the result's.
+        let results: Vec<u32> = touched
+            .iter()
+            .copied()
+            .filter(|&d| scores.get(d as usize).is_some_and(|&s| s > 0.0) && clears(d))
+            .collect();
+        let mut lent: Vec<u32> = Vec::new();
+        for &doc in &results {
+            let share = PREREQUISITE_SHARE * scores.get(doc as usize).copied().unwrap_or(0.0);
+            for &needed in self.prerequisites.get(&doc).into_iter().flatten() {
+                if !allowed(needed) {
+                    continue;
+                }
+                if let Some(score) = scores.get_mut(needed as usize)
+                    && *score < share
+                {
+                    *score = share;
+                    lent.push(needed);
+                }
+            }
+        }
+        let mut candidates = results;
+        candidates.extend(lent);
+        candidates.sort_unstable();
+        candidates.dedup();
+        let ranked = top(&scores, candidates, limit, |_| true);
         if ranked.is_empty() {
             return name_substring_matches(&self.docs, &text, limit, allowed);
         }
@@ -1216,32 +1239,6 @@ impl EnhancedIndex {
             false
         });
         touched.extend(added);
-    }
-
-    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
-    /// prerequisites (see [`Self::build_prerequisites`]) right after it,
-    /// moved up if they were ranked lower (not down, if they rank above it).
-    fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        // The first few results, each followed by those it needs that do
-        // not rank above it.
-        let mut at = 0;
-        for _ in 0..PREREQUISITE_RESULTS {
-            let Some(&doc) = ranked.get(at) else {
-                return;
-            };
-            let needed: Vec<u32> = self
-                .prerequisites
-                .get(&doc)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&d| allowed(d) && !ranked.get(..=at).unwrap_or(&[]).contains(&d))
-                .collect();
-            ranked.retain(|d| !needed.contains(d));
-            let after = (at + 1).min(ranked.len());
-            at = after + needed.len();
-            ranked.splice(after..after, needed);
-        }
     }
 
     /// Tools whose exact name (own or exposed, case-insensitive) is the
