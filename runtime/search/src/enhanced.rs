@@ -42,10 +42,7 @@
 //! - Prerequisites are a score: when a result requires an identifier
 //!   (`token`, `station_code`, `libraryId`) that another tool of its
 //!   server looks up by name (`GetUserToken`, `resolve-library-id`), that
-//!   tool scores at least [`PREREQUISITE_SHARE`] of the result's score. One that requires a
-//!   place's coordinates (`latitude`, `longitude`) is followed by the one
-//!   tool of its server whose description names them and that takes none
-//!   (`geocode_address`), when no lookup is named for them.
+//!   tool scores at least [`PREREQUISITE_SHARE`] of the result's score.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
 //!
 //! The index is made of segments, one per source ([`EnhancedSegment`]),
@@ -183,14 +180,6 @@ const LOOKUP_VERBS: &[&str] = &[
 const MAX_EXTRA_WORDS: usize = 1;
 /// Last words (stemmed) of a parameter that holds an identifier.
 const IDENTIFIER_WORDS: &[&str] = &["id", "token", "code", "key", "uuid", "slug", "handl"];
-/// Last words of a parameter that holds a place's coordinates: a user
-/// names the place, and another tool of the server turns it into these
-/// (see [`coordinate_sources`]).
-const COORDINATE_WORDS: &[&str] = &["latitude", "longitude", "lat", "lng", "lon"];
-/// What a description that says `coordinates` names (see
-/// [`coordinate_sources`]).
-const COORDINATES: &str = "coordinates";
-
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
     "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
@@ -951,14 +940,9 @@ impl EnhancedSegment {
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
     /// that do not require it themselves. A server's tools are all in its
-    /// source's segment, so this is decided per segment. A tool with no such
-    /// lookup that requires coordinates gets its server's source of them
-    /// (see [`coordinate_sources`]).
+    /// source's segment, so this is decided per segment.
     fn build_prerequisites(&mut self, analyzer: &Analyzer, name_terms: &[Vec<u32>]) {
-        self.prerequisites = coordinate_sources(&self.docs, &self.doc_servers)
-            .into_iter()
-            .map(|(doc, source)| (doc, vec![source]))
-            .collect();
+        self.prerequisites = HashMap::default();
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(v))
@@ -1035,121 +1019,13 @@ impl EnhancedSegment {
                 .filter(|&&(extra, _)| Some(extra) == fewest)
                 .map(|&(_, other)| other)
                 .collect();
-            // Several equally good candidates: no clear prerequisite. A
-            // named lookup comes before a coordinate source.
+            // Several equally good candidates: no clear prerequisite.
             if best.len() == 1 {
                 prerequisites.insert(doc as u32, best);
             }
         }
         self.prerequisites = prerequisites;
     }
-}
-
-/// The coordinate word (of [`COORDINATE_WORDS`]) a parameter's name ends
-/// in: `from_latitude` → `latitude`.
-fn coordinate_word(parameter: &str) -> Option<&'static str> {
-    let mut last = None;
-    identifier_parts(parameter, |part| {
-        last = COORDINATE_WORDS.iter().copied().find(|w| *w == part);
-    });
-    last
-}
-
-/// The lines of a tool description outside the section that documents its
-/// parameters (a docstring's `Args:` or `Parameters:`, up to a blank line
-/// or the next section): what the tool is and gives, not what it takes.
-fn outside_parameter_docs(description: &str) -> impl Iterator<Item = &str> {
-    const HEADERS: &[&str] = &["args", "arguments", "parameters", "params"];
-    let mut in_parameters = false;
-    description.lines().filter(move |line| {
-        let line = line.trim();
-        let heading = line.strip_suffix(':').unwrap_or(line).to_ascii_lowercase();
-        if HEADERS.contains(&heading.as_str()) {
-            in_parameters = true;
-        } else if line.is_empty() || (line.ends_with(':') && !line.contains(' ')) {
-            // A blank line or the next section (`Returns:`) ends it.
-            in_parameters = false;
-        }
-        !in_parameters
-    })
-}
-
-/// For each of `tools` that requires a place's coordinates (parameters
-/// ending in [`COORDINATE_WORDS`]), the one other tool of its server
-/// (`servers`, per tool) that requires none and whose description names
-/// each such word, or, when no tool does, says `coordinates`: the tool
-/// that turns a place the user names into coordinates (`geocode_address`
-/// for `find_nearby_places`). Words in the description's parameter docs
-/// do not count: a tool that takes a list of points (`locations: …, each
-/// with a latitude`) does not give them. Several such tools: none is
-/// clear, none is chosen.
-fn coordinate_sources(tools: &[Arc<Tool>], servers: &[u32]) -> Vec<(u32, u32)> {
-    let needs: Vec<Vec<&'static str>> = tools
-        .iter()
-        .map(|tool| {
-            let mut words: Vec<&'static str> = tool
-                .required_parameters()
-                .filter_map(coordinate_word)
-                .collect();
-            words.sort_unstable();
-            words.dedup();
-            words
-        })
-        .collect();
-    let server = |doc: usize| servers.get(doc).copied().unwrap_or(0);
-    let needing: HashSet<u32> = (0..tools.len())
-        .filter(|&doc| needs.get(doc).is_some_and(|w| !w.is_empty()))
-        .map(server)
-        .collect();
-    if needing.is_empty() {
-        return Vec::new();
-    }
-    // The coordinate words each possible source's description names.
-    let mut gives: Vec<(usize, Vec<&'static str>)> = Vec::new();
-    for (doc, tool) in tools.iter().enumerate() {
-        if !needing.contains(&server(doc)) || needs.get(doc).is_some_and(|w| !w.is_empty()) {
-            continue;
-        }
-        let mut words: Vec<&'static str> = Vec::new();
-        for line in outside_parameter_docs(tool.description()) {
-            identifier_parts(line, |part| {
-                let word = match part {
-                    "coordinates" | "coordinate" => Some(COORDINATES),
-                    _ => coordinate_word(part),
-                };
-                if let Some(word) = word.filter(|w| !words.contains(w)) {
-                    words.push(word);
-                }
-            });
-        }
-        if !words.is_empty() {
-            gives.push((doc, words));
-        }
-    }
-    let mut sources = Vec::new();
-    for (doc, wanted) in needs.iter().enumerate() {
-        if wanted.is_empty() {
-            continue;
-        }
-        // Those naming each word it needs, else those naming coordinates.
-        for each_word in [true, false] {
-            let mut candidates = gives.iter().filter(|(other, words)| {
-                server(*other) == server(doc)
-                    && if each_word {
-                        wanted.iter().all(|w| words.contains(w))
-                    } else {
-                        words.contains(&COORDINATES)
-                    }
-            });
-            match (candidates.next(), candidates.next()) {
-                (None, _) => continue,
-                (Some(&(source, _)), None) => sources.push((doc as u32, source as u32)),
-                (Some(_), Some(_)) => {}
-            }
-            break;
-        }
-    }
-    sources
 }
 
 /// The stems of each synonym group word, to the stems of the other words
@@ -3012,100 +2888,6 @@ mod tests {
                 (Some("bank"), "GetUserToken"),
             ]
         );
-    }
-
-    #[test]
-    fn a_tool_needing_coordinates_brings_the_one_that_gives_them() {
-        let coordinates = json!({
-            "type": "object",
-            "properties": {"latitude": {}, "longitude": {}},
-            "required": ["latitude", "longitude"],
-        });
-        let maps = [
-            tool_with(
-                "maps",
-                "find_parking_facilities",
-                "Locate parking facilities near a location.\n\nArgs:\n    \
-                 latitude: Center point latitude\n    longitude: Center point longitude",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "maps",
-                "geocode_address",
-                "Convert an address or place name to geographic coordinates.\n\nArgs:\n    \
-                 address: The place to find\n\nReturns:\n    Coordinates (latitude/longitude)",
-                requiring("address"),
-            ),
-            // Its latitude and longitude are what it takes: not a source.
-            tool_with(
-                "maps",
-                "suggest_meeting_point",
-                "Find a meeting place for several people.\n\nArgs:\n    \
-                 locations: Points, each with a latitude and longitude\n\nReturns:\n    \
-                 The center point",
-                requiring("locations"),
-            ),
-        ];
-        // Two tools give them: neither is clear.
-        let atlas = [
-            tool_with(
-                "atlas",
-                "nearby_parking",
-                "Parking spots",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "atlas",
-                "lookup_place",
-                "Gives latitude and longitude",
-                json!({}),
-            ),
-            tool_with(
-                "atlas",
-                "lookup_town",
-                "Gives latitude and longitude",
-                json!({}),
-            ),
-        ];
-        // No tool names latitude and longitude; one says coordinates.
-        let globe = [
-            tool_with(
-                "globe",
-                "nearby_cafes",
-                "Cafes around a point",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "globe",
-                "geocode",
-                "Convert an address into geographic coordinates",
-                requiring("address"),
-            ),
-        ];
-        let index = EnhancedIndex::build_described([
-            (None, &maps[..]),
-            (None, &atlas[..]),
-            (None, &globe[..]),
-        ]);
-        let cafes = index.search("cafes near the Louvre", 2);
-        assert_eq!(names(&cafes), ["nearby_cafes", "geocode"]);
-        let hits = index.search("where can I park near the Forbidden City", 5);
-        let found: Vec<(Option<&str>, &str)> = hits
-            .iter()
-            .map(|h| (h.tool.source().group(), h.tool.original_name()))
-            .collect();
-        let at = |name: &str| found.iter().position(|&(_, n)| n == name);
-        assert_eq!(
-            found[..2],
-            [
-                (Some("maps"), "find_parking_facilities"),
-                (Some("maps"), "geocode_address"),
-            ],
-            "{found:?}"
-        );
-        assert!(at("nearby_parking").is_some(), "{found:?}");
-        assert_eq!(at("lookup_place"), None, "{found:?}");
-        assert_eq!(at("lookup_town"), None, "{found:?}");
     }
 
     #[test]

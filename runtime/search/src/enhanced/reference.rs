@@ -763,14 +763,9 @@ impl EnhancedIndex {
     /// lookup verb, at most [`MAX_EXTRA_WORDS`] other words, and that
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
-    /// that do not require it themselves; else, for coordinates, the
-    /// segments' [`super::coordinate_sources`].
+    /// that do not require it themselves.
     fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
-        // The coordinate rule is the segments' own, shared.
-        self.prerequisites = super::coordinate_sources(&self.docs, &self.doc_servers)
-            .into_iter()
-            .map(|(doc, source)| (doc, vec![source]))
-            .collect();
+        self.prerequisites = HashMap::new();
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(*v).copied())

@@ -122,7 +122,7 @@ fn queries() -> &'static [String] {
                 // Names spelled out in words.
                 "list work items",
                 "take a screenshot of the page and list the projects",
-                // A tool that needs coordinates and the one that gives them.
+                // A place.
                 "where can I park near the Forbidden City",
             ]
             .map(str::to_owned),
