@@ -20,9 +20,6 @@
 //! - A query term the index does not know is read as two known terms run
 //!   together (`websearch`), or else matched to known words or stems within
 //!   one edit (two for long terms), at [`TYPO_DISCOUNT`].
-//! - A query that holds a file path (`/root/notes/report.md`) also asks for
-//!   [`PATH_HINT`], so tools that take a path are found when the request
-//!   says where, not what (`save it to /root/x.md`).
 //! - Two adjacent query terms that are adjacent in a tool's name add
 //!   [`NAME_BIGRAM_BONUS`] (`take a screenshot` → `take_screenshot`).
 //! - Server context: what a server says it is for (its description, see
@@ -121,8 +118,6 @@ pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
 pub const EXTENSION_WEIGHT: f64 = 0.3;
 /// Fewest letters of the shorter term for such a match.
 pub const MIN_EXTENSION_PREFIX: usize = 5;
-/// The query term a file path in the query adds.
-pub const PATH_HINT: &str = "path";
 /// The relevance floor, as a share of the score one query term found in
 /// a single tool gives at saturation (`(k1 + 1) · idf(N, 1)`): a match
 /// must score at least this much, and match at least one query word
@@ -1717,18 +1712,6 @@ impl EnhancedIndex {
         words
     }
 
-    /// Adds [`PATH_HINT`] to the query's `words` when its text holds a file
-    /// path and no word of it is the hint already.
-    fn add_path_hint(&self, text: &str, words: &mut Vec<QueryWord>) {
-        if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
-            words.push(QueryWord {
-                word: PATH_HINT.to_owned(),
-                term: PATH_HINT.to_owned(),
-                found: self.resolve(PATH_HINT),
-            });
-        }
-    }
-
     /// Each server's context score for the query `terms`.
     fn server_scores(&self, terms: &[&str]) -> Vec<f64> {
         let mut scores = vec![0.0; self.server_lengths.len()];
@@ -1814,11 +1797,9 @@ impl EnhancedIndex {
                 })
         };
 
-        let mut words = self.query_words(&text);
+        let words = self.query_words(&text);
         let exact = self.exact_matches(&text);
-        // Names are spelled out by the text's words, not the path hint.
         let spelled = self.spelled_matches(&words, &exact);
-        self.add_path_hint(&text, &mut words);
         let unique = Self::unique(&words);
         let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
         let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
@@ -2278,24 +2259,6 @@ fn clears_floor(scores: &[f64], evidence: &[u8], floor: f64, doc: u32) -> bool {
 /// its field-weighted, length-normalised count `tf` saturated by [`K1`].
 fn saturated(weight: f64, tf: f64) -> f64 {
     weight * tf * (K1 + 1.0) / (tf + K1)
-}
-
-/// Whether `text` holds a file path: a word of three or more parts split by
-/// `/` that starts at the root, the home directory or the current or parent
-/// directory (`/root/notes/a.md`, `~/notes/a.md`, `./src/main.rs`), or a
-/// Windows path (`C:\\Users\\me\\a.txt`). URLs and routes (`/login`) are not.
-fn holds_file_path(text: &str) -> bool {
-    text.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| "`'\"“”‘’,;:!?()[]{}<>".contains(c));
-        let unix = ["/", "~/", "./", "../"].iter().any(|p| word.starts_with(p))
-            && word.matches('/').count() >= 2;
-        let mut chars = word.chars();
-        let windows = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.next() == Some(':')
-            && chars.next().is_some_and(|c| c == '\\' || c == '/')
-            && word.matches(['\\', '/']).count() >= 2;
-        (unix || windows) && !word.contains("://")
-    })
 }
 
 /// Takes `server:NAME` filters out of a query.
@@ -2922,45 +2885,6 @@ mod tests {
         // Asked for by its exact name, the copy is still there.
         assert_eq!(names(&index.search("encoder#2", 5))[0], "encoder#2");
         assert_eq!(names(&index.search("image classification", 5)), ["resnet"]);
-    }
-
-    #[test]
-    fn a_file_path_in_the_query_finds_tools_that_take_a_path() {
-        let schema = |parameter: &str| json!({"type": "object", "properties": {parameter: {"type": "string"}}});
-        let tools = [
-            tool_with(
-                "fs",
-                "write_file",
-                "Write content to a file",
-                schema("path"),
-            ),
-            tool_with(
-                "m",
-                "make_report",
-                "Make a markdown report",
-                schema("topic"),
-            ),
-            tool_with(
-                "m",
-                "convert",
-                "Convert markdown to html",
-                schema("markdown"),
-            ),
-        ];
-        let index = EnhancedIndex::build(tools.iter());
-        let hits = index.search("save the summary to /root/markdown/report.md", 5);
-        assert_eq!(names(&hits)[0], "write_file");
-        // A route or a URL is not a file path.
-        for query in ["redirect to /login", "open https://example.com/a/b"] {
-            assert!(!holds_file_path(query), "{query}");
-        }
-        for query in [
-            "read ~/notes/a.md",
-            "edit ./src/main.rs",
-            r"open C:\Users\me\a.txt",
-        ] {
-            assert!(holds_file_path(query), "{query}");
-        }
     }
 
     #[test]

@@ -35,8 +35,6 @@ pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
 pub const EXTENSION_WEIGHT: f64 = 0.3;
 /// Fewest letters of the shorter term for such a match.
 pub const MIN_EXTENSION_PREFIX: usize = 5;
-/// The query term a file path in the query adds.
-pub const PATH_HINT: &str = "path";
 /// The relevance floor, as a share of the score one query term found in
 /// a single tool gives at saturation (`(k1 + 1) · idf(N, 1)`): a match
 /// must score at least this much, and match at least one query word
@@ -946,13 +944,6 @@ impl EnhancedIndex {
                 id: self.terms.get(term).copied(),
             });
         });
-        if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
-            words.push(QueryWord {
-                word: PATH_HINT.to_owned(),
-                term: PATH_HINT.to_owned(),
-                id: self.terms.get(PATH_HINT).copied(),
-            });
-        }
         words
     }
 
@@ -1285,24 +1276,6 @@ impl EnhancedIndex {
         }
         found
     }
-}
-
-/// Whether `text` holds a file path: a word of three or more parts split by
-/// `/` that starts at the root, the home directory or the current or parent
-/// directory (`/root/notes/a.md`, `~/notes/a.md`, `./src/main.rs`), or a
-/// Windows path (`C:\\Users\\me\\a.txt`). URLs and routes (`/login`) are not.
-fn holds_file_path(text: &str) -> bool {
-    text.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| "`'\"“”‘’,;:!?()[]{}<>".contains(c));
-        let unix = ["/", "~/", "./", "../"].iter().any(|p| word.starts_with(p))
-            && word.matches('/').count() >= 2;
-        let mut chars = word.chars();
-        let windows = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.next() == Some(':')
-            && chars.next().is_some_and(|c| c == '\\' || c == '/')
-            && word.matches(['\\', '/']).count() >= 2;
-        (unix || windows) && !word.contains("://")
-    })
 }
 
 /// Takes `server:NAME` filters out of a query.
