@@ -27,12 +27,7 @@
 //!   server and added, times [`SERVER_CONTEXT_WEIGHT`], to its matching
 //!   tools.
 //! - A query that holds a tool's exact name (its own or exposed name, as a
-//!   whole word) ranks that tool first, always. Next come the tools whose
-//!   own name the query spells out in words, two to [`MAX_SPELLED_TERMS`]
-//!   of them after stop words, in order and stemmed (`list work items` →
-//!   `list_work_items`, `take a screenshot` → `take_screenshot`): the
-//!   longer names first, then by score (so server context tells two
-//!   servers' `take_screenshot` apart).
+//!   whole word) ranks that tool first, always.
 //! - Tools of one server that make the same call (see
 //!   [`Tool::operation`]) are one result, under the first name its server
 //!   lists, with the best score among them.
@@ -66,10 +61,6 @@ use quiver_tool::tool::Tool;
 /// 1, so the prerequisite ranks right below the tool that needs it unless
 /// it earns more itself, and pushes out only results that score lower.
 pub const PREREQUISITE_SHARE: f64 = 0.99;
-
-/// The most words (after stop words) a tool's own name can have and still
-/// be found spelled out in a query; longer names are sentences, not names.
-pub const MAX_SPELLED_TERMS: usize = 6;
 
 /// Hybrid search: the dense candidates, the tools most similar to the
 /// query, whose normalised similarity is fused with the lexical score.
@@ -582,9 +573,6 @@ pub struct EnhancedSegment {
     /// [`text_hash`] of each lower-cased tool name (own and exposed) → the
     /// tools; a lookup checks the names, so a hash collision finds nothing.
     exact_names: KeyedLists<u64, u32>,
-    /// [`text_hash`] of each tool name's terms, space-separated (see
-    /// [`spelled_name`]) → the tools; a lookup checks the terms.
-    spelled_names: KeyedLists<u64, u32>,
     servers: ServerContext,
     /// A tool, to the tools of its server that look up an identifier it
     /// requires.
@@ -617,25 +605,6 @@ fn exact_names(tool: &Tool) -> Vec<String> {
     names
 }
 
-/// A name's terms as a query that spells it out holds them: space-separated,
-/// when there are two to [`MAX_SPELLED_TERMS`] (one word is a word, not a
-/// name spelled out).
-fn spelled_name<'a>(terms: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let mut spelled = String::new();
-    let mut count = 0;
-    for term in terms {
-        count += 1;
-        if count > MAX_SPELLED_TERMS {
-            return None;
-        }
-        if count > 1 {
-            spelled.push(' ');
-        }
-        spelled.push_str(term);
-    }
-    (count >= 2).then_some(spelled)
-}
-
 fn parameter_text(tool: &Tool) -> String {
     let mut text = String::new();
     if let Some(properties) = tool
@@ -665,7 +634,6 @@ struct BuildScratch {
     name_terms: Vec<Vec<u32>>,
     doc_terms: Vec<(u32, usize)>,
     exact_names: Vec<(u64, u32)>,
-    spelled_names: Vec<(u64, u32)>,
     name_bigrams: Vec<((u32, u32), u32)>,
     /// Each term's postings while the segment is built.
     postings: Vec<Vec<Posting>>,
@@ -699,7 +667,6 @@ impl EnhancedSegment {
             name_bigrams: KeyedLists::default(),
             lexicon: Lexicon::default(),
             exact_names: KeyedLists::default(),
-            spelled_names: KeyedLists::default(),
             servers: ServerContext::default(),
             prerequisites: HashMap::default(),
             same_operation: HashMap::default(),
@@ -776,7 +743,6 @@ impl EnhancedSegment {
         segment.build_prerequisites(&analyzer, &scratch.name_terms);
         segment.postings = Lists::from_lists(&scratch.postings);
         segment.exact_names = KeyedLists::from_pairs(scratch.exact_names);
-        segment.spelled_names = KeyedLists::from_pairs(scratch.spelled_names);
         segment.name_bigrams = KeyedLists::from_pairs(scratch.name_bigrams);
         segment.lengths.shrink_to_fit();
         segment.terms.shrink_to_fit();
@@ -915,9 +881,6 @@ impl EnhancedSegment {
         }
         for name in exact_names(tool) {
             scratch.exact_names.push((text_hash(&name), doc));
-        }
-        if let Some(spelled) = spelled_name(names.iter().map(|&id| self.terms.name(id))) {
-            scratch.spelled_names.push((text_hash(&spelled), doc));
         }
         for pair in names.windows(2) {
             if let [a, b] = pair {
@@ -1799,23 +1762,16 @@ impl EnhancedIndex {
 
         let words = self.query_words(&text);
         let exact = self.exact_matches(&text);
-        let spelled = self.spelled_matches(&words, &exact);
         let unique = Self::unique(&words);
         let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
         let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
-        // The tools the query names, exactly or in words: placed first.
-        let named: Vec<u32> = exact
-            .iter()
-            .copied()
-            .chain(spelled.iter().map(|&(doc, _)| doc))
-            .collect();
         let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
         let mut plan = self.plan(&words, &unique, &expansions);
         // A lexical search stops once no segment left can reach its results.
         let cutoff = fusion.is_none().then_some(Cutoff {
             limit,
             floor,
-            exact: &named,
+            exact: &exact,
             allowed: &allowed,
         });
         let mut out = self.score_plan(&mut plan, cutoff.as_ref());
@@ -1838,7 +1794,7 @@ impl EnhancedIndex {
             None => None,
         };
         self.fold_same_operations(&mut out);
-        let best = if named.is_empty() {
+        let best = if exact.is_empty() {
             0.0
         } else {
             out.touched
@@ -1846,26 +1802,7 @@ impl EnhancedIndex {
                 .map(|&slot| out.score(slot))
                 .fold(0.0f64, f64::max)
         };
-        // Spelled-out names above every other tool, a longer name above a
-        // shorter (`cancel timed switch`: CancelTimedSwitch, then
-        // TimedSwitch), by score within a length; exact names above those,
-        // in the order the names appear.
-        let mut above = best;
-        for length in 2..=MAX_SPELLED_TERMS {
-            let base = above;
-            for &(doc, _) in spelled.iter().filter(|&&(_, l)| l == length) {
-                let Some(slot) = out.slot(self, doc) else {
-                    continue;
-                };
-                if let Some(score) = out.scores.get_mut(slot as usize) {
-                    if *score == 0.0 {
-                        out.touched.push(slot);
-                    }
-                    *score += base + 1.0;
-                    above = above.max(*score);
-                }
-            }
-        }
+        // Exact names above every other tool, in the order the names appear.
         for (rank, &doc) in exact.iter().enumerate() {
             let Some(slot) = out.slot(self, doc) else {
                 continue;
@@ -1874,7 +1811,7 @@ impl EnhancedIndex {
                 if *score == 0.0 {
                     out.touched.push(slot);
                 }
-                *score = above + 1.0 + (exact.len() - rank) as f64;
+                *score = best + 1.0 + (exact.len() - rank) as f64;
             }
         }
 
@@ -1883,7 +1820,7 @@ impl EnhancedIndex {
         let clears = |slot: u32| {
             let doc = out.doc(slot);
             allowed(doc)
-                && (named.contains(&doc)
+                && (exact.contains(&doc)
                     || match &dense_ok {
                         // Fused: a lexical match or a close dense one.
                         Some(ok) => ok.get(doc as usize).copied().unwrap_or(false),
@@ -2195,49 +2132,6 @@ impl EnhancedIndex {
                     .is_some_and(|tool| exact_names(tool).iter().any(|name| name == word));
                 if named && !found.contains(&doc) {
                     found.push(doc);
-                }
-            }
-        }
-        found
-    }
-
-    /// The tools, other than `exact`, whose own name the query's `words`
-    /// spell out (see [`spelled_name`]), each with its number of words;
-    /// in order of appearance, the longer name first where two start at
-    /// one word.
-    fn spelled_matches(&self, words: &[QueryWord], exact: &[u32]) -> Vec<(u32, usize)> {
-        let mut found = Vec::new();
-        let mut hits: Vec<(u32, u32)> = Vec::new();
-        for start in 0..words.len() {
-            let longest = MAX_SPELLED_TERMS.min(words.len() - start);
-            for len in (2..=longest).rev() {
-                let Some(window) = words
-                    .get(start..start + len)
-                    .and_then(|run| spelled_name(run.iter().map(|w| w.term.as_str())))
-                else {
-                    continue;
-                };
-                let key = text_hash(&window);
-                hits.clear();
-                self.gather(
-                    self.directory.as_deref().map(|d| d.spelled_names.get(&key)),
-                    |segment| Some(segment.spelled_names.get(&key)),
-                    &mut hits,
-                );
-                hits.sort_by_key(|&(at, _)| at);
-                for &(at, local) in &hits {
-                    let doc = self.start(at as usize) + local;
-                    // The hash found it; the terms decide.
-                    let spelled = self.tool(doc).is_some_and(|tool| {
-                        let mut name = Vec::new();
-                        self.analyzer
-                            .terms(tool.original_name(), |t| name.push(t.to_owned()));
-                        spelled_name(name.iter().map(String::as_str)).as_deref()
-                            == Some(window.as_str())
-                    });
-                    if spelled && !exact.contains(&doc) && !found.iter().any(|&(d, _)| d == doc) {
-                        found.push((doc, len));
-                    }
                 }
             }
         }
@@ -2623,49 +2517,6 @@ mod tests {
     }
 
     #[test]
-    fn a_name_spelled_out_in_words_ranks_first() {
-        let a = [
-            tool(
-                "tracker",
-                "list_work_item_pages",
-                "List the pages of work items: work item pages",
-            ),
-            tool(
-                "tracker",
-                "list_work_items",
-                "Returns a paginated envelope filtered by a query language",
-            ),
-            tool("tracker", "cancel_timed_switch", "Cancel a timer"),
-            tool("tracker", "timed_switch", "Switch a device on a timer"),
-        ];
-        let b = [tool("browser", "take_screenshot", "Capture the screen")];
-        let c = [tool("camera", "take_screenshot", "Capture the screen")];
-        let index = EnhancedIndex::build_described([
-            (None, &a[..]),
-            (Some("Browser automation"), &b[..]),
-            (Some("Camera control"), &c[..]),
-        ]);
-        // The pages tool holds the words more often; the query names the
-        // other.
-        let hits = index.search("list work items", 5);
-        assert_eq!(
-            names(&hits)[..2],
-            ["list_work_items", "list_work_item_pages"]
-        );
-        // The longer name the query spells out is the more specific.
-        let hits = index.search("please cancel the timed switch", 5);
-        assert_eq!(names(&hits)[..2], ["cancel_timed_switch", "timed_switch"]);
-        // Two servers' tools of one name keep their order by score: the
-        // server context picks the browser's.
-        let hits = index.search("take a screenshot in the browser", 5);
-        assert_eq!(hits[0].tool.source().group(), Some("browser"));
-        assert_eq!(names(&hits)[..2], ["take_screenshot", "take_screenshot"]);
-        // The words out of order, or one of them missing, name nothing.
-        let hits = index.search("items of work list", 5);
-        assert_eq!(names(&hits)[0], "list_work_item_pages");
-    }
-
-    #[test]
     fn typos_are_tolerated_on_words_and_stems() {
         let tools = [
             tool("s", "navigate", "Navigate the browser to a URL"),
@@ -2781,12 +2632,16 @@ mod tests {
                 requiring("password"),
             ),
         ];
-        let second = [tool_with(
-            "mail",
-            "send_message",
-            "Send a message to a channel",
-            requiring("address"),
-        )];
+        let second = [
+            tool_with(
+                "mail",
+                "send_message",
+                "Send a message to a channel",
+                requiring("address"),
+            ),
+            tool("mail", "list_folders", "List the mail folders"),
+            tool("mail", "delete_draft", "Delete a draft"),
+        ];
         let index = EnhancedIndex::build_described([(None, &first[..]), (None, &second[..])]);
         let hits = index.search("send a message to a channel", 5);
         let found: Vec<(Option<&str>, &str)> = hits

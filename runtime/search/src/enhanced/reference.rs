@@ -46,8 +46,6 @@ pub const RELEVANCE_FLOOR: f64 = 0.08;
 pub const MIN_TYPO_EVIDENCE: usize = 6;
 /// The share of a result's score its prerequisite scores at least.
 pub const PREREQUISITE_SHARE: f64 = 0.99;
-/// The most words of a tool's own name that a query can spell out.
-pub const MAX_SPELLED_TERMS: usize = 6;
 
 /// Groups of words that name the same thing in tool descriptions and user
 /// requests: common abbreviations and interchangeable verbs and nouns of
@@ -414,9 +412,6 @@ pub struct EnhancedIndex {
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
-    /// A tool name's terms, space-separated (two to [`MAX_SPELLED_TERMS`])
-    /// → the tools.
-    spelled_names: HashMap<String, Vec<u32>>,
     servers: ServerContext,
     /// A query term of a synonym group, to the indexed terms of the others.
     synonyms: HashMap<Box<str>, Vec<u32>>,
@@ -486,7 +481,6 @@ impl EnhancedIndex {
             name_bigrams: HashMap::new(),
             lexicon: Lexicon::default(),
             exact_names: HashMap::new(),
-            spelled_names: HashMap::new(),
             servers: ServerContext::default(),
             synonyms: HashMap::new(),
             prerequisites: HashMap::new(),
@@ -648,15 +642,6 @@ impl EnhancedIndex {
             if !entry.contains(&doc) {
                 entry.push(doc);
             }
-        }
-        let mut spelled: Vec<String> = Vec::new();
-        self.analyzer
-            .terms(tool.original_name(), |term| spelled.push(term.to_owned()));
-        if (2..=MAX_SPELLED_TERMS).contains(&spelled.len()) {
-            self.spelled_names
-                .entry(spelled.join(" "))
-                .or_default()
-                .push(doc);
         }
         for pair in names.windows(2) {
             if let [a, b] = pair {
@@ -1059,8 +1044,7 @@ impl EnhancedIndex {
         }
         self.fold_same_operations(&mut scores, &mut touched);
         let exact = self.exact_matches(&text);
-        let spelled = self.spelled_matches(&text, &exact);
-        let best = if exact.is_empty() && spelled.is_empty() {
+        let best = if exact.is_empty() {
             0.0
         } else {
             touched
@@ -1068,27 +1052,13 @@ impl EnhancedIndex {
                 .filter_map(|&d| scores.get(d as usize).copied())
                 .fold(0.0f64, f64::max)
         };
-        // Above every BM25 score, longer names first, then in score order.
-        let mut above = best;
-        for length in 2..=MAX_SPELLED_TERMS {
-            let base = above;
-            for &(doc, _) in spelled.iter().filter(|&&(_, l)| l == length) {
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(doc);
-                    }
-                    *score += base + 1.0;
-                    above = above.max(*score);
-                }
-            }
-        }
         for (rank, &doc) in exact.iter().enumerate() {
             if let Some(score) = scores.get_mut(doc as usize) {
                 if *score == 0.0 {
                     touched.push(doc);
                 }
-                // Above those, in the order the names appear.
-                *score = above + 1.0 + (exact.len() - rank) as f64;
+                // Above every BM25 score, in the order the names appear.
+                *score = best + 1.0 + (exact.len() - rank) as f64;
             }
         }
 
@@ -1099,7 +1069,6 @@ impl EnhancedIndex {
             let d = doc as usize;
             allowed(doc)
                 && (exact.contains(&doc)
-                    || spelled.iter().any(|&(d, _)| d == doc)
                     || (evidence.get(d).is_some_and(|&words| words >= 1)
                         && scores.get(d).is_some_and(|&score| score >= floor)))
         };
@@ -1242,34 +1211,6 @@ impl EnhancedIndex {
                 for &doc in docs {
                     if !found.contains(&doc) {
                         found.push(doc);
-                    }
-                }
-            }
-        }
-        found
-    }
-
-    /// The tools, other than `exact`, whose own name's terms (two to
-    /// [`MAX_SPELLED_TERMS`]) the query's terms hold in order; longest
-    /// first per word.
-    fn spelled_matches(&self, text: &str, exact: &[u32]) -> Vec<(u32, usize)> {
-        let mut found = Vec::new();
-        let mut terms: Vec<String> = Vec::new();
-        self.analyzer
-            .terms(text, |term| terms.push(term.to_owned()));
-        for start in 0..terms.len() {
-            for end in (start + 2..=terms.len().min(start + MAX_SPELLED_TERMS)).rev() {
-                let Some(window) = terms.get(start..end) else {
-                    continue;
-                };
-                for &doc in self
-                    .spelled_names
-                    .get(&window.join(" "))
-                    .into_iter()
-                    .flatten()
-                {
-                    if !exact.contains(&doc) && !found.iter().any(|&(d, _)| d == doc) {
-                        found.push((doc, window.len()));
                     }
                 }
             }
