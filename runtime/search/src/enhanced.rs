@@ -1833,7 +1833,7 @@ impl EnhancedIndex {
             .copied()
             .filter(|&slot| out.score(slot) > 0.0 && clears(slot))
             .collect();
-        self.score_prerequisites(&mut out, &mut results, &allowed);
+        self.score_prerequisites(&mut out, &mut results, limit, &allowed);
         // Ranked by score, ties in catalog order (slots need not be).
         let hits = results
             .iter()
@@ -2072,15 +2072,22 @@ impl EnhancedIndex {
     /// [`EnhancedSegment::build_prerequisites`]) scores at least
     /// [`PREREQUISITE_SHARE`] of that result's score, and is a result
     /// itself. It competes by score: it never pushes out a match that
-    /// scores more than it now does.
+    /// scores more than it now does. Only the best `limit` results lend:
+    /// a prerequisite scores less than the result it follows, so one lent
+    /// by a result outside them stays outside them too.
     fn score_prerequisites(
         &self,
         out: &mut Scores,
         results: &mut Vec<u32>,
+        limit: usize,
         allowed: &impl Fn(u32) -> bool,
     ) {
+        let scored = results
+            .iter()
+            .map(|&slot| (out.score(slot), slot))
+            .collect();
         let mut lent: Vec<(u32, f64)> = Vec::new();
-        for &slot in results.iter() {
+        for slot in best_first(scored, limit) {
             let share = PREREQUISITE_SHARE * out.score(slot);
             for needed in self.prerequisites_of(out.doc(slot)) {
                 // The lookups of a scored tool are scored with it.
