@@ -488,3 +488,27 @@ pub(crate) fn from_yaml(text: &str) -> ToolSearchConfig {
         Err(error) => panic!("{error}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quiver_search::enhanced::{COVERAGE_EXPONENT, LEXICAL_EXPONENT, PREREQUISITE_SHARE};
+
+    use super::*;
+
+    /// The help states the constants the search really uses (issue 40
+    /// found it still naming an exponent of 3 long after it changed): a
+    /// changed constant fails here until its help is rewritten.
+    #[test]
+    fn the_help_states_the_search_constants() {
+        let weight = by_key(SETTINGS, "tools.tool_search.embeddings.weight").doc;
+        for wanted in [
+            format!("to the power {COVERAGE_EXPONENT}"),
+            format!("raised to the power {LEXICAL_EXPONENT}"),
+        ] {
+            assert!(weight.contains(&wanted), "{wanted:?} not in {weight:?}");
+        }
+        let mode = by_key(SETTINGS, "tools.tool_search.mode").doc;
+        let share = format!("scores {PREREQUISITE_SHARE} of that result's score");
+        assert!(mode.contains(&share), "{share:?} not in {mode:?}");
+    }
+}
