@@ -2,7 +2,9 @@
 //! to the config file; `/v1/status` and `quiver status` show the embedding
 //! progress; a tool an MCP server adds (`list_changed`) is embedded alone,
 //! the others coming from the vector cache; and the model's `tool_search`
-//! then finds it from a request in other words.
+//! then finds it from a request in other words, its result saying the
+//! search was hybrid; with `readiness_waits`, `/readyz` is never ready
+//! while a tool's vector is missing.
 
 use std::time::Duration;
 
@@ -36,12 +38,29 @@ async fn a_tool_added_upstream_is_embedded_alone_and_found_by_a_paraphrase() {
     .unwrap();
     let config = fixture.config(
         &model.base_url,
-        "tools:\n  tool_search:\n    embeddings:\n      model: models/minilm\n      weight: 0.5\n",
+        "tools:\n  tool_search:\n    embeddings:\n      model: models/minilm\n      weight: 0.5\n      readiness_waits: true\n",
     );
     let daemon = TestDaemon::start(&config, &fixture.state());
 
+    // Readiness waits for the vectors: whenever `/readyz` says ready,
+    // every tool has its vector.
+    for _ in 0..200 {
+        let (code, ready) = daemon.get("/readyz").await;
+        let (_, status) = daemon.get("/v1/status").await;
+        let embeddings = &status["embeddings"];
+        if code == 200 {
+            assert_eq!(embeddings["ready"], embeddings["total"], "{status}");
+            break;
+        }
+        assert_eq!(code, 503, "{ready}");
+        assert_eq!(ready["error"], "not_ready", "{ready}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // Every tool of the plugins and the MCP server gets its vector.
     let before = embedded_everything(&daemon, |e| e["total"].as_u64().unwrap() > 0).await;
+    let (code, ready) = daemon.get("/readyz").await;
+    assert_eq!(code, 200, "{ready}");
     let sources = before["sources"].as_array().unwrap();
     assert!(
         sources.iter().any(|s| s["source"] == "mcp-test"),
@@ -90,6 +109,12 @@ async fn a_tool_added_upstream_is_embedded_alone_and_found_by_a_paraphrase() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(names.first(), Some(&"mcp_test_CreateMessage"), "{found}");
+    assert_eq!(found["search"], "hybrid", "{found}");
+    assert_eq!(
+        found["embedded"]["ready"], found["embedded"]["total"],
+        "{found}"
+    );
+    assert!(found.get("search_note").is_none(), "{found}");
 }
 
 /// Waits until `/v1/status` shows every tool's vector ready and `wanted`

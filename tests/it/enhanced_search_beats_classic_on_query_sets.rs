@@ -21,11 +21,14 @@ const SETS: [Set; 4] = [
         enhanced_floor: 0.77,
         target: 0.75,
     },
+    // 0.409: issue 40 removed the file-path hint and the coordinate
+    // prerequisite, both read from this set's misses, which had taken it
+    // over its earlier 0.42 target (docs/RETRIEVAL.md, eighth round).
     Set {
         name: "livemcpbench",
         classic_floor: 0.26,
-        enhanced_floor: 0.42,
-        target: 0.42,
+        enhanced_floor: 0.40,
+        target: 0.40,
     },
     Set {
         name: "mcptoolbench-pp",

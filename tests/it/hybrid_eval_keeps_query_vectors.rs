@@ -1,7 +1,8 @@
 //! `quiver catalog eval --mode hybrid`: the queries' vectors are kept in
 //! the state directory beside the tools' (`<model>.queries.vectors`), so a
 //! second run embeds no query and scores the same; the report gives each
-//! set's odd and even halves, hybrid and lexical, from one run.
+//! set's odd and even halves, hybrid and lexical (recall and hit), from
+//! one run, and says that the embedding stage ranked every query.
 
 use std::path::Path;
 
@@ -110,4 +111,16 @@ fn a_second_hybrid_eval_embeds_no_query_and_reports_both_halves() {
         even > versus["even"]["lexical_recall"].as_f64().unwrap(),
         "{first}"
     );
+    assert!(
+        versus["even"]["hit"].as_f64().unwrap() > versus["even"]["lexical_hit"].as_f64().unwrap(),
+        "{first}"
+    );
+    // What ran: every tool's vector, every query ranked with them.
+    assert_eq!(versus["search"], "hybrid", "{first}");
+    assert_eq!(
+        versus["embedded"],
+        json!({"ready": 3, "total": 3}),
+        "{first}"
+    );
+    assert_eq!(versus["hybrid_queries"], 3, "{first}");
 }

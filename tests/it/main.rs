@@ -12,6 +12,7 @@ mod bridge_calls_while_inactive_say_so;
 mod catalog_assemble_reads_the_live_sources_and_reports_the_saving;
 mod catalog_search_limit_is_clamped;
 mod catalog_search_prints_one_json_line_per_query;
+mod catalog_search_says_what_ran;
 mod chat_attaches_to_the_running_daemon;
 mod chat_help_is_answered_locally;
 mod chat_shows_the_feed_and_asks_for_approval;

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::background;
 use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
-use crate::catalog::{Catalog, Retriever};
+use crate::catalog::{Catalog, Retriever, SearchRun};
 use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
 use crate::semantic::SemanticIndex;
@@ -810,6 +810,12 @@ impl Assembly {
     pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
         self.catalog
             .search(query, self.config.effective_limit(limit))
+    }
+
+    /// [`Assembly::search`], and which stages ran (see [`SearchRun`]).
+    pub fn search_run(&self, query: &str, limit: Option<i64>) -> (Vec<Scored>, SearchRun) {
+        self.catalog
+            .search_run(query, self.config.effective_limit(limit))
     }
 
     /// Search with any `limit` (not clamped to `max_search_limit`), for

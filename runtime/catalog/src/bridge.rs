@@ -474,12 +474,17 @@ fn search_one(
     limit: Option<i64>,
     status: Option<&dyn quiver_tool::status::McpStatusView>,
 ) -> Value {
-    let hits = assembly.search(query, limit);
+    let (hits, run) = assembly.search_run(query, limit);
     let matches: Vec<Value> = hits
         .iter()
         .map(|hit| match_json(&hit.tool, hit.score))
         .collect();
     let mut out = json!({"query": query, "matches": matches});
+    // Which stages ranked them (`hybrid`, `lexical`), and a note when the
+    // embedding stage is configured but did not rank every tool.
+    if let (Some(out), Value::Object(run)) = (out.as_object_mut(), run.to_json()) {
+        out.extend(run);
+    }
     if hits.is_empty() {
         let mut note = empty_result_note(assembly, query);
         if let Some(unavailable) = status.and_then(quiver_tool::status::unavailable_note) {
@@ -829,6 +834,20 @@ mod tests {
         assert_eq!(m["source"], "mcp");
         assert_eq!(m["server"], "github");
         assert!(m["tool"] == "create_issue" || m["tool"] == "list_issues");
+    }
+
+    #[test]
+    fn a_search_says_which_stages_ran() {
+        let a = assembly(Scope::all());
+        let out = search(&a, &json!({"query": "create issue"})).unwrap();
+        // The enhanced mode with no embedding stage configured.
+        assert_eq!(out["search"], "lexical", "{out}");
+        assert!(out.get("embedded").is_none(), "{out}");
+        assert!(out.get("search_note").is_none(), "{out}");
+        let batch = search(&a, &json!({"queries": ["create issue", "zzzz"]})).unwrap();
+        for result in batch["results"].as_array().unwrap() {
+            assert_eq!(result["search"], "lexical", "{batch}");
+        }
     }
 
     #[test]

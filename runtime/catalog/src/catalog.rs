@@ -199,6 +199,86 @@ impl Dense {
     }
 }
 
+/// Which stages a search ran, as `tool_search`, `quiver catalog search`
+/// and `quiver catalog eval` report it: with the embedding stage
+/// configured, a search can still be lexical only (no tool's vector is
+/// ready yet, or the query could not be embedded), and a hybrid search
+/// may have vectors for only some tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchRun {
+    /// `mode: classic`: BM25.
+    Classic,
+    /// `mode: enhanced` with no embedding stage configured.
+    Lexical,
+    /// The lexical scores fused with the similarities of `ready` of the
+    /// `total` tools (the others matched lexically only).
+    Hybrid {
+        /// Tools whose vector was used.
+        ready: usize,
+        /// Tools searched.
+        total: usize,
+    },
+    /// The embedding stage is configured but this search did not use it.
+    LexicalOnly {
+        /// Tools whose vector is ready.
+        ready: usize,
+        /// Tools searched.
+        total: usize,
+        /// Why, in words.
+        reason: &'static str,
+    },
+}
+
+impl SearchRun {
+    /// `classic`, `lexical` or `hybrid`: what ranked the results.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SearchRun::Classic => "classic",
+            SearchRun::Lexical | SearchRun::LexicalOnly { .. } => "lexical",
+            SearchRun::Hybrid { .. } => "hybrid",
+        }
+    }
+
+    /// Whether the embedding stage ranked every tool.
+    pub fn is_fully_hybrid(&self) -> bool {
+        matches!(self, SearchRun::Hybrid { ready, total } if ready == total)
+    }
+
+    /// A sentence for the model or the user when the embedding stage is
+    /// configured but did not rank every tool; `None` otherwise.
+    pub fn note(&self) -> Option<String> {
+        match *self {
+            SearchRun::Hybrid { ready, total } if ready < total => Some(format!(
+                "semantic search used the vectors of {ready} of {total} tools; the rest, still being embedded, were matched by their words only"
+            )),
+            SearchRun::LexicalOnly {
+                ready,
+                total,
+                reason,
+            } => Some(format!(
+                "lexical search only: {reason} ({ready} of {total} tools embedded)"
+            )),
+            _ => None,
+        }
+    }
+
+    /// The run as JSON: `{"search": NAME}`, with `embedded` (`ready`,
+    /// `total`) when the embedding stage is configured and `note` when it
+    /// did not rank every tool.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut out = serde_json::json!({"search": self.name()});
+        if let SearchRun::Hybrid { ready, total } | SearchRun::LexicalOnly { ready, total, .. } =
+            *self
+        {
+            out["embedded"] = serde_json::json!({"ready": ready, "total": total});
+        }
+        if let Some(note) = self.note() {
+            out["search_note"] = serde_json::json!(note);
+        }
+        out
+    }
+}
+
 impl Retriever {
     /// Indexes the tools of `groups` for `mode`, one fresh segment per
     /// group (the enhanced mode also matches each group's description):
@@ -271,13 +351,39 @@ impl Retriever {
 
     /// The best `limit` tools for `query`.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        self.search_run(query, limit).0
+    }
+
+    /// [`Retriever::search`], and which stages ran.
+    pub fn search_run(&self, query: &str, limit: usize) -> (Vec<Scored>, SearchRun) {
         match self {
-            Retriever::Classic(index) => index.search(query, limit),
-            Retriever::Enhanced(index, None) => index.search(query, limit),
+            Retriever::Classic(index) => (index.search(query, limit), SearchRun::Classic),
+            Retriever::Enhanced(index, None) => (index.search(query, limit), SearchRun::Lexical),
             Retriever::Enhanced(index, Some(dense)) => {
+                let (ready, total) = dense.progress();
+                let lexical_only = |reason| SearchRun::LexicalOnly {
+                    ready,
+                    total,
+                    reason,
+                };
                 let (_, text) = split_server_filters(query);
                 if text.trim().is_empty() {
-                    return index.search(query, limit);
+                    return (
+                        index.search(query, limit),
+                        lexical_only("the query has no words to embed"),
+                    );
+                }
+                if ready == 0 {
+                    return (
+                        index.search(query, limit),
+                        lexical_only("no tool's vector is ready yet"),
+                    );
+                }
+                if dense.semantic.weight() <= 0.0 {
+                    return (
+                        index.search(query, limit),
+                        lexical_only("the similarity's weight is 0"),
+                    );
                 }
                 match dense.semantic.embed_query(text.trim()) {
                     Ok(vector) => {
@@ -286,11 +392,17 @@ impl Retriever {
                             similarity: &similarity,
                             weight: dense.semantic.weight(),
                         };
-                        index.search_fused(query, limit, Some(&fusion))
+                        (
+                            index.search_fused(query, limit, Some(&fusion)),
+                            SearchRun::Hybrid { ready, total },
+                        )
                     }
                     Err(error) => {
                         tracing::warn!(%error, "cannot embed the query; lexical search only");
-                        index.search(query, limit)
+                        (
+                            index.search(query, limit),
+                            lexical_only("the query could not be embedded"),
+                        )
                     }
                 }
             }
@@ -568,14 +680,19 @@ impl Catalog {
     /// (each hit is this catalog's tool of that name): a source changed is
     /// seen whole, before or after, never half.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Scored> {
+        self.search_run(query, limit).0
+    }
+
+    /// [`Catalog::search`], and which stages ran.
+    pub fn search_run(&self, query: &str, limit: usize) -> (Vec<Scored>, SearchRun) {
         if let Some(index) = self.index.load_full() {
-            return index.search(query, limit);
+            return index.search_run(query, limit);
         }
         let Some(previous) = self.previous.load_full() else {
-            return self.index().search(query, limit);
+            return self.index().search_run(query, limit);
         };
-        previous
-            .search(query, limit)
+        let (hits, run) = previous.search_run(query, limit);
+        let hits = hits
             .into_iter()
             .filter_map(|hit| {
                 let group = self
@@ -591,7 +708,8 @@ impl Catalog {
                     score: hit.score,
                 })
             })
-            .collect()
+            .collect();
+        (hits, run)
     }
 }
 

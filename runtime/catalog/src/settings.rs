@@ -61,6 +61,9 @@ pub struct EmbeddingsConfig {
     pub max_tokens: Option<usize>,
     /// Inference threads; `None`: half the cores, at least one.
     pub threads: Option<usize>,
+    /// Whether the daemon's `/readyz` waits until every tool's vector is
+    /// ready (until then its searches are lexical only for the rest).
+    pub readiness_waits: bool,
 }
 
 impl EmbeddingsConfig {
@@ -71,6 +74,7 @@ impl EmbeddingsConfig {
             weight: DEFAULT_EMBEDDING_WEIGHT,
             max_tokens: None,
             threads: None,
+            readiness_waits: false,
         }
     }
 }
@@ -183,7 +187,7 @@ pub const SETTINGS: &[Setting] = &[
         key: "tools.tool_search.mode",
         kind: Kind::Enum(&["classic", "enhanced"]),
         default: DefaultValue::Str("enhanced"),
-        doc: "retrieval algorithm. `classic`: BM25 (k1 1.5, b 0.75) over name, description and parameter names, with a name-substring fallback. `enhanced`: BM25F over the tool name (weight 3), server name, description and parameter names and descriptions, with camelCase splitting, English stemming, stop words, Chinese/Japanese/Korean character pairs, a small table of tool-vocabulary synonyms (`find`/`search`, `md`/`markdown`, …), compound splitting and typo tolerance for unknown terms, a name-bigram bonus, terms matching the longer or shorter words they begin (five letters or more), a file path in the query asking for tools that take a path, the server's description as context (a catalog's, or a live MCP server's title, description and `instructions`), one result per operation (entries of one server making the same call, a catalog's `api_call`), an exact-name pre-pass (a query holding a tool's exact name ranks it first, and one spelling a tool's name out in words, `list work items` for `list_work_items`, ranks it next), prerequisite lookups (each of the first three results that requires `token` or `libraryId` is followed by its server's `GetUserToken` or `resolve-library-id`, and one that requires `latitude` and `longitude` by the one tool of its server that says it gives them, `geocode_address`) and `server:NAME` filters. Scores per query set: [docs/RETRIEVAL.md](docs/RETRIEVAL.md)",
+        doc: "retrieval algorithm. `classic`: BM25 (k1 1.5, b 0.75) over name, description and parameter names, with a name-substring fallback. `enhanced`: BM25F over the tool name (weight 3), server name, description and parameter names and descriptions, with camelCase splitting, English stemming, stop words, Chinese/Japanese/Korean character pairs, a small table of tool-vocabulary synonyms (`find`/`search`, `md`/`markdown`, …), compound splitting and typo tolerance for unknown terms, a name-bigram bonus, terms matching the longer or shorter words they begin (five letters or more), the server's description as context (a catalog's, or a live MCP server's title, description and `instructions`), one result per operation (entries of one server making the same call, a catalog's `api_call`), an exact-name pre-pass (a query holding a tool's exact name ranks it first), prerequisites as a score (the tool that gives a result's required `token` or `libraryId`, its server's `GetUserToken` or `resolve-library-id`, scores 0.99 of that result's score, so it ranks just below it unless something scores more) and `server:NAME` filters. Scores per query set: [docs/RETRIEVAL.md](docs/RETRIEVAL.md)",
     },
     Setting {
         key: "tools.tool_search.embeddings",
@@ -203,7 +207,7 @@ pub const SETTINGS: &[Setting] = &[
         key: "tools.tool_search.embeddings.weight",
         kind: Kind::Text("a number from 0 to 1"),
         default: DefaultValue::Described("1.0"),
-        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query the best lexical match already explains) to the power 3; one weight for every catalog",
+        doc: "weight of the normalised similarity in the fused score (the lexical score has the rest), scaled by (1 - the share of the query's words the best lexical match already explains) to the power 2.6, with each lexical score's share of the best raised to the power 1.4; one weight for every catalog (docs/RETRIEVAL.md, Fusion)",
     },
     Setting {
         key: "tools.tool_search.embeddings.max_tokens",
@@ -224,6 +228,12 @@ pub const SETTINGS: &[Setting] = &[
         },
         default: DefaultValue::Described("half the cores, at least 1"),
         doc: "inference threads for embedding tools in the background, so that it leaves cores to the daemon; a search embeds its query on every core",
+    },
+    Setting {
+        key: "tools.tool_search.embeddings.readiness_waits",
+        kind: Kind::Bool,
+        default: DefaultValue::Bool(false),
+        doc: "`true`: the daemon's `GET /readyz` answers `503 not_ready` until every tool's vector is ready, so a load balancer sends no traffic while searches would still be lexical for some tools; `false`: ready once the tools are searchable, and a search uses each tool's vector as soon as it is ready (`tool_search` says which ran)",
     },
 ];
 
@@ -279,6 +289,7 @@ pub struct RawEmbeddings {
     weight: Option<Spanned<f64>>,
     max_tokens: Option<Spanned<i64>>,
     threads: Option<Spanned<i64>>,
+    readiness_waits: Option<bool>,
 }
 
 fn validate_embeddings(
@@ -337,6 +348,7 @@ fn validate_embeddings(
         weight,
         max_tokens: optional(&raw.max_tokens, EMBEDDINGS_MAX_TOKENS, warnings)?,
         threads: optional(&raw.threads, EMBEDDINGS_THREADS, warnings)?,
+        readiness_waits: raw.readiness_waits.unwrap_or(false),
     })
 }
 
@@ -474,5 +486,29 @@ pub(crate) fn from_yaml(text: &str) -> ToolSearchConfig {
     ) {
         Ok(config) => config,
         Err(error) => panic!("{error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quiver_search::enhanced::{COVERAGE_EXPONENT, LEXICAL_EXPONENT, PREREQUISITE_SHARE};
+
+    use super::*;
+
+    /// The help states the constants the search really uses (issue 40
+    /// found it still naming an exponent of 3 long after it changed): a
+    /// changed constant fails here until its help is rewritten.
+    #[test]
+    fn the_help_states_the_search_constants() {
+        let weight = by_key(SETTINGS, "tools.tool_search.embeddings.weight").doc;
+        for wanted in [
+            format!("to the power {COVERAGE_EXPONENT}"),
+            format!("raised to the power {LEXICAL_EXPONENT}"),
+        ] {
+            assert!(weight.contains(&wanted), "{wanted:?} not in {weight:?}");
+        }
+        let mode = by_key(SETTINGS, "tools.tool_search.mode").doc;
+        let share = format!("scores {PREREQUISITE_SHARE} of that result's score");
+        assert!(mode.contains(&share), "{share:?} not in {mode:?}");
     }
 }

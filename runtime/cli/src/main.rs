@@ -159,10 +159,21 @@ enum CatalogCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Run tool_search queries against the catalog.
+    /// Run tool_search queries against the catalog. With an embedding model
+    /// (the config's `tools.tool_search.embeddings`, or `--embeddings`) the
+    /// search is hybrid: it first waits for every tool's vector, showing
+    /// progress, unless `--no-wait`; each result says which stages ran.
     Search {
         #[command(flatten)]
         source: CatalogSource,
+        /// The sentence-transformers model directory for hybrid search,
+        /// overriding the config's `tools.tool_search.embeddings.model`.
+        #[arg(long)]
+        embeddings: Option<PathBuf>,
+        /// Search at once, while tools are still being embedded (those
+        /// are matched lexically only, and the results say so).
+        #[arg(long)]
+        no_wait: bool,
         /// Matches per query (default: search_default_limit).
         #[arg(long)]
         limit: Option<i64>,
@@ -365,6 +376,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Catalog(CatalogCommand::Search {
             source,
+            embeddings,
+            no_wait,
             limit,
             queries,
             json,
@@ -378,13 +391,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 (None, None) => anyhow::bail!("give a QUERY or --queries FILE"),
             };
-            let (assembler, snapshot) = load(&source)?;
+            let (assembler, snapshot) = load_searching(&source, embeddings.as_deref())?;
             // Search indexes the catalog as assembled for a large context;
             // the context size does not change what is searchable.
             let assembly = assembler.assemble(&snapshot, &Scope::all(), 1_000_000);
+            if let Some(semantic) = assembler.semantic() {
+                // Indexing the catalog queues its tools for the model.
+                let _ = assembly.catalog().index();
+                if !no_wait {
+                    wait_for_vectors(semantic);
+                }
+            }
             let mut out = std::io::stdout().lock();
+            let mut said = None;
             for query in queries {
-                let hits = assembly.search(&query, limit);
+                let (hits, run) = assembly.search_run(&query, limit);
                 if json {
                     let matches: Vec<_> = hits
                         .iter()
@@ -397,9 +418,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    serde_json::to_writer(&mut out, &json!({"query": query, "matches": matches}))?;
+                    let mut line = json!({"query": query, "matches": matches});
+                    if let (Some(line), serde_json::Value::Object(run)) =
+                        (line.as_object_mut(), run.to_json())
+                    {
+                        line.extend(run);
+                    }
+                    serde_json::to_writer(&mut out, &line)?;
                     writeln!(out)?;
                 } else {
+                    // What ran, said once, and again when it changes.
+                    let told = (run.name(), run.note());
+                    if said.as_ref() != Some(&told) {
+                        match &told.1 {
+                            Some(note) => writeln!(out, "({} search: {note})", told.0)?,
+                            None => writeln!(out, "({} search)", told.0)?,
+                        }
+                        said = Some(told);
+                    }
                     writeln!(out, "{query}")?;
                     for hit in &hits {
                         writeln!(out, "  {:>9.4}  {}", hit.score, hit.tool.name())?;
@@ -428,8 +464,11 @@ struct Versus {
     wins: usize,
     losses: usize,
     lexical_recall: f64,
+    lexical_hit: f64,
     /// Recall of the odd half (hybrid, lexical), then of the even half.
     halves: [f64; 4],
+    /// Hit of the odd half (hybrid, lexical), then of the even half.
+    half_hits: [f64; 4],
 }
 
 fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
@@ -483,6 +522,8 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         .map(|semantic| Assembler::with_semantic(search, Some(semantic)));
     let mut reports = Vec::new();
     let mut baselines = Vec::new();
+    // Per hybrid set: its tools' vectors and the queries ranked with them.
+    let mut stages: Vec<serde_json::Value> = Vec::new();
     for file in options.query_files {
         let set = eval::half(&eval::read_query_set(file)?, options.half);
         let catalog_file = options
@@ -520,19 +561,42 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
             .map_err(|e| eprintln!("warning: query vectors not kept: {e}"))
             .ok();
         semantic.shared().prime_queries(&queries, kept.as_ref())?;
+        let (ready, total) = assembly
+            .catalog()
+            .index()
+            .dense()
+            .map_or((0, 0), |dense| dense.progress());
         eprintln!(
-            "{name}: {} tools embedded ({} new), {} queries, in {:.1} s",
-            assembly.catalog().deferred_count(),
+            "{name}: {ready} of {total} tools embedded ({} new), {} queries, in {:.1} s",
             semantic.embedded() - cached,
             queries.len(),
             started.elapsed().as_secs_f64()
         );
+        // Each query's search says whether the embedding stage ranked it.
+        let hybrid_queries = std::cell::Cell::new(0usize);
         reports.push(eval::evaluate(
             &name,
-            |query, limit| assembly.search_unclamped(query, limit),
+            |query, limit| {
+                let (hits, run) = assembly.catalog().search_run(query, limit);
+                if run.is_fully_hybrid() {
+                    hybrid_queries.set(hybrid_queries.get() + 1);
+                }
+                hits
+            },
             &set,
             options.k,
         ));
+        if hybrid_queries.get() < set.queries.len() {
+            eprintln!(
+                "warning: {name}: {} of {} queries were not ranked with every tool's vector",
+                set.queries.len() - hybrid_queries.get(),
+                set.queries.len()
+            );
+        }
+        stages.push(json!({
+            "embedded": {"ready": ready, "total": total},
+            "hybrid_queries": hybrid_queries.get(),
+        }));
         baselines.push(baseline);
     }
     let (queries, recall, hit, mrr) = eval::overall(&reports);
@@ -546,11 +610,18 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
                 wins,
                 losses,
                 lexical_recall: b.recall,
+                lexical_hit: b.hit,
                 halves: [
                     eval::half_recall(r, true),
                     eval::half_recall(b, true),
                     eval::half_recall(r, false),
                     eval::half_recall(b, false),
+                ],
+                half_hits: [
+                    eval::half_hit(r, true),
+                    eval::half_hit(b, true),
+                    eval::half_hit(r, false),
+                    eval::half_hit(b, false),
                 ],
             }
         })
@@ -564,13 +635,24 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
         };
         let versus_json: Vec<_> = versus
             .iter()
-            .map(|v| {
+            .zip(&stages)
+            .map(|(v, stage)| {
                 json!({
+                    "search": "hybrid",
+                    "embedded": stage["embedded"],
+                    "hybrid_queries": stage["hybrid_queries"],
                     "wins": v.wins,
                     "losses": v.losses,
                     "lexical_recall": v.lexical_recall,
-                    "odd": {"recall": v.halves[0], "lexical_recall": v.halves[1]},
-                    "even": {"recall": v.halves[2], "lexical_recall": v.halves[3]},
+                    "lexical_hit": v.lexical_hit,
+                    "odd": {
+                        "recall": v.halves[0], "lexical_recall": v.halves[1],
+                        "hit": v.half_hits[0], "lexical_hit": v.half_hits[1],
+                    },
+                    "even": {
+                        "recall": v.halves[2], "lexical_recall": v.halves[3],
+                        "hit": v.half_hits[2], "lexical_hit": v.half_hits[3],
+                    },
                 })
             })
             .collect();
@@ -745,6 +827,90 @@ fn live_sources<T>(
     })
 }
 
+/// The embedding stage of `embeddings` (a model directory given on the
+/// command line, with the config's other embedding settings) or else of
+/// `configured`, loaded with its vector cache under `state_dir`; `None`
+/// when neither names a model.
+fn open_semantic(
+    embeddings: Option<&Path>,
+    configured: Option<&EmbeddingsConfig>,
+    mode: SearchMode,
+    state_dir: &Path,
+) -> Result<Option<std::sync::Arc<SemanticIndex>>> {
+    let wanted = match (embeddings, configured) {
+        (None, None) => return Ok(None),
+        (None, Some(configured)) => configured.clone(),
+        (Some(dir), configured) => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let mut given = EmbeddingsConfig::new(quiver_config::paths::absolute(&cwd, dir));
+            if let Some(old) = configured {
+                given.weight = old.weight;
+                given.max_tokens = old.max_tokens;
+                given.threads = old.threads;
+            }
+            given
+        }
+    };
+    anyhow::ensure!(
+        mode == SearchMode::Enhanced,
+        "hybrid search fuses the embeddings with the enhanced mode; the config's tools.tool_search.mode is classic"
+    );
+    Ok(Some(std::sync::Arc::new(SemanticIndex::open(
+        &wanted,
+        Some(state_dir),
+    )?)))
+}
+
+/// [`load`], and the embedding stage the search should use (see
+/// [`open_semantic`]); for live sources, the daemon's own unless
+/// `embeddings` names another model.
+fn load_with_semantic(
+    source: &CatalogSource,
+    embeddings: Option<&Path>,
+) -> Result<(
+    Assembler,
+    std::sync::Arc<RegistrySnapshot>,
+    Option<std::sync::Arc<SemanticIndex>>,
+)> {
+    if source.catalogs.is_empty() {
+        let (assembler, snapshot, semantic, state_dir) = live_sources(
+            source.config.as_deref(),
+            source.wait_s,
+            source.dev,
+            |daemon| {
+                (
+                    Assembler::new(daemon.config().tool_search.clone()),
+                    daemon.registry().snapshot(),
+                    daemon.semantic(),
+                    daemon.state_dir().to_path_buf(),
+                )
+            },
+        )?;
+        let semantic = match embeddings {
+            None => semantic,
+            Some(_) => {
+                let config = assembler.config();
+                open_semantic(
+                    embeddings,
+                    config.embeddings.as_ref(),
+                    config.mode,
+                    &state_dir,
+                )?
+            }
+        };
+        return Ok((assembler, snapshot, semantic));
+    }
+    let (assembler, snapshot, state_dir) = load_catalogs(source)?;
+    let config = assembler.config();
+    let semantic = open_semantic(
+        embeddings,
+        config.embeddings.as_ref(),
+        config.mode,
+        &state_dir,
+    )?;
+    Ok((assembler, snapshot, semantic))
+}
+
 fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
     if source.catalogs.is_empty() {
         return live_sources(
@@ -759,6 +925,19 @@ fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySna
             },
         );
     }
+    let (assembler, snapshot, _) = load_catalogs(source)?;
+    Ok((assembler, snapshot))
+}
+
+/// [`load`] of `--catalog` files: the assembler, the catalogs' tools and
+/// the config's state directory.
+fn load_catalogs(
+    source: &CatalogSource,
+) -> Result<(
+    Assembler,
+    std::sync::Arc<RegistrySnapshot>,
+    std::path::PathBuf,
+)> {
     let loaded = load_config(source.config.as_deref())?;
     let mut documents = Vec::new();
     for path in &source.catalogs {
@@ -775,10 +954,54 @@ fn load(source: &CatalogSource) -> Result<(Assembler, std::sync::Arc<RegistrySna
             );
         }
     }
+    let state_dir = loaded.config.serve.state_dir();
     Ok((
         Assembler::new(loaded.config.tool_search),
         registry.snapshot(),
+        state_dir,
     ))
+}
+
+/// [`load`] for `catalog search`: with an embedding model (`embeddings`,
+/// else the config's `tools.tool_search.embeddings`), an assembler whose
+/// searches are hybrid.
+fn load_searching(
+    source: &CatalogSource,
+    embeddings: Option<&Path>,
+) -> Result<(Assembler, std::sync::Arc<RegistrySnapshot>)> {
+    let (assembler, snapshot, semantic) = load_with_semantic(source, embeddings)?;
+    let config = assembler.config().clone();
+    Ok((Assembler::with_semantic(config, semantic), snapshot))
+}
+
+/// Blocks until every queued tool text of `semantic` is embedded (or the
+/// model failed on some), showing `embedding tools: READY of TOTAL` on
+/// stderr as it goes.
+fn wait_for_vectors(semantic: &SemanticIndex) {
+    let started = std::time::Instant::now();
+    let mut shown = None;
+    loop {
+        let status = semantic.status();
+        let done = status.ready >= status.total && semantic.is_idle();
+        let stuck = semantic.is_idle() && status.failed > 0;
+        if shown != Some(status.ready) && (!done || shown.is_some()) {
+            eprint!("\rembedding tools: {} of {}", status.ready, status.total);
+            shown = Some(status.ready);
+        }
+        if done || stuck {
+            if shown.is_some() {
+                eprintln!(" ({:.1} s)", started.elapsed().as_secs_f64());
+            }
+            if status.failed > 0 {
+                eprintln!(
+                    "warning: the model failed on {} tool texts; those tools are matched lexically only",
+                    status.failed
+                );
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 fn read_queries(path: &Path) -> Result<Vec<String>> {

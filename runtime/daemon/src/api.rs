@@ -11,7 +11,7 @@
 //! | `GET /`, `GET /console/app.js`, `GET /console/app.css` | the web console, no token needed (the page signs in) |
 //! | `POST /v1/console/sign-in`, `POST /v1/console/sign-out` | `{token}` (the daemon's, not a gateway client's) or `{once}` (the startup link's code) for a session cookie; sign-out ends the cookie's session |
 //! | `GET /healthz` | liveness, no token needed, no data |
-//! | `GET /readyz` | readiness, no token needed: `503 not_ready` while an MCP server is on its first connection attempt; once none is, answered when searches see the latest change |
+//! | `GET /readyz` | readiness, no token needed: `503 store_unavailable` while the state store cannot be reached, `503 not_ready` while an MCP server is on its first connection attempt, or (with `tools.tool_search.embeddings.readiness_waits`) while tools are being embedded; once none is, answered when searches see the latest change |
 //! | `GET /metrics` | Prometheus text (the token, unless `serve.metrics_without_token` and the connection is from loopback) |
 //! | `GET /v1/health` | liveness, version, uptime |
 //! | `GET /v1/status` | plugins, MCP servers, models, sessions, config generation and last reload |
@@ -719,6 +719,19 @@ async fn readyz(State(state): State<ApiState>) -> Response {
         // waits (briefly) for the background indexing of the last change.
         let generation = state.daemon.registry().snapshot().generation();
         state.daemon.search_ready(generation).await;
+        if let Some((ready, total)) = state.daemon.waiting_for_embeddings() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "error": "not_ready",
+                    "message": format!(
+                        "{ready} of {total} tools embedded; tools.tool_search.embeddings.readiness_waits holds readiness until every vector is ready"
+                    ),
+                    "data": {"embedded": {"ready": ready, "total": total}},
+                })),
+            )
+                .into_response();
+        }
         return Json(json!({"status": "ready"})).into_response();
     }
     let servers = state.daemon.mcp().status().len();

@@ -1878,6 +1878,26 @@ impl Daemon {
             .collect()
     }
 
+    /// The embedding stage of hybrid search, when configured.
+    pub fn semantic(&self) -> Option<Arc<SemanticIndex>> {
+        self.applied().assembler.semantic().cloned()
+    }
+
+    /// When `tools.tool_search.embeddings.readiness_waits` is set and some
+    /// tools' vectors are not ready yet: how many are (`ready`, `total`).
+    /// `/readyz` waits for them.
+    pub fn waiting_for_embeddings(&self) -> Option<(usize, usize)> {
+        let semantic = self.semantic()?;
+        if !semantic.config().readiness_waits {
+            return None;
+        }
+        let status = semantic.status();
+        // Texts the model failed on never get a vector: readiness does not
+        // wait for them once nothing else is queued.
+        let embedding = !semantic.is_idle() || (status.ready < status.total && status.failed == 0);
+        embedding.then_some((status.ready, status.total))
+    }
+
     /// Stops the MCP servers, flushes the activity log and the accepted
     /// tool definitions, and records this instance as stopped (abandoning
     /// the approvals its calls still waited for).

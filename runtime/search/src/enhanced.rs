@@ -20,9 +20,6 @@
 //! - A query term the index does not know is read as two known terms run
 //!   together (`websearch`), or else matched to known words or stems within
 //!   one edit (two for long terms), at [`TYPO_DISCOUNT`].
-//! - A query that holds a file path (`/root/notes/report.md`) also asks for
-//!   [`PATH_HINT`], so tools that take a path are found when the request
-//!   says where, not what (`save it to /root/x.md`).
 //! - Two adjacent query terms that are adjacent in a tool's name add
 //!   [`NAME_BIGRAM_BONUS`] (`take a screenshot` → `take_screenshot`).
 //! - Server context: what a server says it is for (its description, see
@@ -30,22 +27,14 @@
 //!   server and added, times [`SERVER_CONTEXT_WEIGHT`], to its matching
 //!   tools.
 //! - A query that holds a tool's exact name (its own or exposed name, as a
-//!   whole word) ranks that tool first, always. Next come the tools whose
-//!   own name the query spells out in words, two to [`MAX_SPELLED_TERMS`]
-//!   of them after stop words, in order and stemmed (`list work items` →
-//!   `list_work_items`, `take a screenshot` → `take_screenshot`): the
-//!   longer names first, then by score (so server context tells two
-//!   servers' `take_screenshot` apart).
+//!   whole word) ranks that tool first, always.
 //! - Tools of one server that make the same call (see
 //!   [`Tool::operation`]) are one result, under the first name its server
 //!   lists, with the best score among them.
-//! - Prerequisites: when one of the first [`PREREQUISITE_RESULTS`] tools
-//!   requires an identifier (`token`, `station_code`, `libraryId`) that
-//!   another tool of its server looks up by name (`GetUserToken`,
-//!   `resolve-library-id`), that tool follows it. One that requires a
-//!   place's coordinates (`latitude`, `longitude`) is followed by the one
-//!   tool of its server whose description names them and that takes none
-//!   (`geocode_address`), when no lookup is named for them.
+//! - Prerequisites are a score: when a result requires an identifier
+//!   (`token`, `station_code`, `libraryId`) that another tool of its
+//!   server looks up by name (`GetUserToken`, `resolve-library-id`), that
+//!   tool scores at least [`PREREQUISITE_SHARE`] of the result's score.
 //! - `server:NAME` in the query keeps only that server's (or plugin's) tools.
 //!
 //! The index is made of segments, one per source ([`EnhancedSegment`]),
@@ -66,14 +55,12 @@ use rust_stemmers::{Algorithm, Stemmer};
 use crate::classic::{Scored, best_first, idf, name_substring_matches};
 use quiver_tool::tool::Tool;
 
-/// How many of the first results bring their prerequisites after them:
-/// the best alone misses the lookup a close second needs (two servers'
-/// `QueryMeeting`, one of which takes a token).
-pub const PREREQUISITE_RESULTS: usize = 3;
-
-/// The most words (after stop words) a tool's own name can have and still
-/// be found spelled out in a query; longer names are sentences, not names.
-pub const MAX_SPELLED_TERMS: usize = 6;
+/// The share of a result's score that a tool providing one of its
+/// required inputs (its prerequisite, see
+/// [`EnhancedSegment::build_prerequisites`]) scores at least: just under
+/// 1, so the prerequisite ranks right below the tool that needs it unless
+/// it earns more itself, and pushes out only results that score lower.
+pub const PREREQUISITE_SHARE: f64 = 0.99;
 
 /// Hybrid search: the dense candidates, the tools most similar to the
 /// query, whose normalised similarity is fused with the lexical score.
@@ -122,8 +109,6 @@ pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
 pub const EXTENSION_WEIGHT: f64 = 0.3;
 /// Fewest letters of the shorter term for such a match.
 pub const MIN_EXTENSION_PREFIX: usize = 5;
-/// The query term a file path in the query adds.
-pub const PATH_HINT: &str = "path";
 /// The relevance floor, as a share of the score one query term found in
 /// a single tool gives at saturation (`(k1 + 1) · idf(N, 1)`): a match
 /// must score at least this much, and match at least one query word
@@ -181,14 +166,6 @@ const LOOKUP_VERBS: &[&str] = &[
 const MAX_EXTRA_WORDS: usize = 1;
 /// Last words (stemmed) of a parameter that holds an identifier.
 const IDENTIFIER_WORDS: &[&str] = &["id", "token", "code", "key", "uuid", "slug", "handl"];
-/// Last words of a parameter that holds a place's coordinates: a user
-/// names the place, and another tool of the server turns it into these
-/// (see [`coordinate_sources`]).
-const COORDINATE_WORDS: &[&str] = &["latitude", "longitude", "lat", "lng", "lon"];
-/// What a description that says `coordinates` names (see
-/// [`coordinate_sources`]).
-const COORDINATES: &str = "coordinates";
-
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
     "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
@@ -596,9 +573,6 @@ pub struct EnhancedSegment {
     /// [`text_hash`] of each lower-cased tool name (own and exposed) → the
     /// tools; a lookup checks the names, so a hash collision finds nothing.
     exact_names: KeyedLists<u64, u32>,
-    /// [`text_hash`] of each tool name's terms, space-separated (see
-    /// [`spelled_name`]) → the tools; a lookup checks the terms.
-    spelled_names: KeyedLists<u64, u32>,
     servers: ServerContext,
     /// A tool, to the tools of its server that look up an identifier it
     /// requires.
@@ -631,25 +605,6 @@ fn exact_names(tool: &Tool) -> Vec<String> {
     names
 }
 
-/// A name's terms as a query that spells it out holds them: space-separated,
-/// when there are two to [`MAX_SPELLED_TERMS`] (one word is a word, not a
-/// name spelled out).
-fn spelled_name<'a>(terms: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let mut spelled = String::new();
-    let mut count = 0;
-    for term in terms {
-        count += 1;
-        if count > MAX_SPELLED_TERMS {
-            return None;
-        }
-        if count > 1 {
-            spelled.push(' ');
-        }
-        spelled.push_str(term);
-    }
-    (count >= 2).then_some(spelled)
-}
-
 fn parameter_text(tool: &Tool) -> String {
     let mut text = String::new();
     if let Some(properties) = tool
@@ -679,7 +634,6 @@ struct BuildScratch {
     name_terms: Vec<Vec<u32>>,
     doc_terms: Vec<(u32, usize)>,
     exact_names: Vec<(u64, u32)>,
-    spelled_names: Vec<(u64, u32)>,
     name_bigrams: Vec<((u32, u32), u32)>,
     /// Each term's postings while the segment is built.
     postings: Vec<Vec<Posting>>,
@@ -713,7 +667,6 @@ impl EnhancedSegment {
             name_bigrams: KeyedLists::default(),
             lexicon: Lexicon::default(),
             exact_names: KeyedLists::default(),
-            spelled_names: KeyedLists::default(),
             servers: ServerContext::default(),
             prerequisites: HashMap::default(),
             same_operation: HashMap::default(),
@@ -790,7 +743,6 @@ impl EnhancedSegment {
         segment.build_prerequisites(&analyzer, &scratch.name_terms);
         segment.postings = Lists::from_lists(&scratch.postings);
         segment.exact_names = KeyedLists::from_pairs(scratch.exact_names);
-        segment.spelled_names = KeyedLists::from_pairs(scratch.spelled_names);
         segment.name_bigrams = KeyedLists::from_pairs(scratch.name_bigrams);
         segment.lengths.shrink_to_fit();
         segment.terms.shrink_to_fit();
@@ -930,9 +882,6 @@ impl EnhancedSegment {
         for name in exact_names(tool) {
             scratch.exact_names.push((text_hash(&name), doc));
         }
-        if let Some(spelled) = spelled_name(names.iter().map(|&id| self.terms.name(id))) {
-            scratch.spelled_names.push((text_hash(&spelled), doc));
-        }
         for pair in names.windows(2) {
             if let [a, b] = pair {
                 scratch.name_bigrams.push(((*a, *b), doc));
@@ -949,14 +898,9 @@ impl EnhancedSegment {
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
     /// that do not require it themselves. A server's tools are all in its
-    /// source's segment, so this is decided per segment. A tool with no such
-    /// lookup that requires coordinates gets its server's source of them
-    /// (see [`coordinate_sources`]).
+    /// source's segment, so this is decided per segment.
     fn build_prerequisites(&mut self, analyzer: &Analyzer, name_terms: &[Vec<u32>]) {
-        self.prerequisites = coordinate_sources(&self.docs, &self.doc_servers)
-            .into_iter()
-            .map(|(doc, source)| (doc, vec![source]))
-            .collect();
+        self.prerequisites = HashMap::default();
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(v))
@@ -1033,121 +977,13 @@ impl EnhancedSegment {
                 .filter(|&&(extra, _)| Some(extra) == fewest)
                 .map(|&(_, other)| other)
                 .collect();
-            // Several equally good candidates: no clear prerequisite. A
-            // named lookup comes before a coordinate source.
+            // Several equally good candidates: no clear prerequisite.
             if best.len() == 1 {
                 prerequisites.insert(doc as u32, best);
             }
         }
         self.prerequisites = prerequisites;
     }
-}
-
-/// The coordinate word (of [`COORDINATE_WORDS`]) a parameter's name ends
-/// in: `from_latitude` → `latitude`.
-fn coordinate_word(parameter: &str) -> Option<&'static str> {
-    let mut last = None;
-    identifier_parts(parameter, |part| {
-        last = COORDINATE_WORDS.iter().copied().find(|w| *w == part);
-    });
-    last
-}
-
-/// The lines of a tool description outside the section that documents its
-/// parameters (a docstring's `Args:` or `Parameters:`, up to a blank line
-/// or the next section): what the tool is and gives, not what it takes.
-fn outside_parameter_docs(description: &str) -> impl Iterator<Item = &str> {
-    const HEADERS: &[&str] = &["args", "arguments", "parameters", "params"];
-    let mut in_parameters = false;
-    description.lines().filter(move |line| {
-        let line = line.trim();
-        let heading = line.strip_suffix(':').unwrap_or(line).to_ascii_lowercase();
-        if HEADERS.contains(&heading.as_str()) {
-            in_parameters = true;
-        } else if line.is_empty() || (line.ends_with(':') && !line.contains(' ')) {
-            // A blank line or the next section (`Returns:`) ends it.
-            in_parameters = false;
-        }
-        !in_parameters
-    })
-}
-
-/// For each of `tools` that requires a place's coordinates (parameters
-/// ending in [`COORDINATE_WORDS`]), the one other tool of its server
-/// (`servers`, per tool) that requires none and whose description names
-/// each such word, or, when no tool does, says `coordinates`: the tool
-/// that turns a place the user names into coordinates (`geocode_address`
-/// for `find_nearby_places`). Words in the description's parameter docs
-/// do not count: a tool that takes a list of points (`locations: …, each
-/// with a latitude`) does not give them. Several such tools: none is
-/// clear, none is chosen.
-fn coordinate_sources(tools: &[Arc<Tool>], servers: &[u32]) -> Vec<(u32, u32)> {
-    let needs: Vec<Vec<&'static str>> = tools
-        .iter()
-        .map(|tool| {
-            let mut words: Vec<&'static str> = tool
-                .required_parameters()
-                .filter_map(coordinate_word)
-                .collect();
-            words.sort_unstable();
-            words.dedup();
-            words
-        })
-        .collect();
-    let server = |doc: usize| servers.get(doc).copied().unwrap_or(0);
-    let needing: HashSet<u32> = (0..tools.len())
-        .filter(|&doc| needs.get(doc).is_some_and(|w| !w.is_empty()))
-        .map(server)
-        .collect();
-    if needing.is_empty() {
-        return Vec::new();
-    }
-    // The coordinate words each possible source's description names.
-    let mut gives: Vec<(usize, Vec<&'static str>)> = Vec::new();
-    for (doc, tool) in tools.iter().enumerate() {
-        if !needing.contains(&server(doc)) || needs.get(doc).is_some_and(|w| !w.is_empty()) {
-            continue;
-        }
-        let mut words: Vec<&'static str> = Vec::new();
-        for line in outside_parameter_docs(tool.description()) {
-            identifier_parts(line, |part| {
-                let word = match part {
-                    "coordinates" | "coordinate" => Some(COORDINATES),
-                    _ => coordinate_word(part),
-                };
-                if let Some(word) = word.filter(|w| !words.contains(w)) {
-                    words.push(word);
-                }
-            });
-        }
-        if !words.is_empty() {
-            gives.push((doc, words));
-        }
-    }
-    let mut sources = Vec::new();
-    for (doc, wanted) in needs.iter().enumerate() {
-        if wanted.is_empty() {
-            continue;
-        }
-        // Those naming each word it needs, else those naming coordinates.
-        for each_word in [true, false] {
-            let mut candidates = gives.iter().filter(|(other, words)| {
-                server(*other) == server(doc)
-                    && if each_word {
-                        wanted.iter().all(|w| words.contains(w))
-                    } else {
-                        words.contains(&COORDINATES)
-                    }
-            });
-            match (candidates.next(), candidates.next()) {
-                (None, _) => continue,
-                (Some(&(source, _)), None) => sources.push((doc as u32, source as u32)),
-                (Some(_), Some(_)) => {}
-            }
-            break;
-        }
-    }
-    sources
 }
 
 /// The stems of each synonym group word, to the stems of the other words
@@ -1839,18 +1675,6 @@ impl EnhancedIndex {
         words
     }
 
-    /// Adds [`PATH_HINT`] to the query's `words` when its text holds a file
-    /// path and no word of it is the hint already.
-    fn add_path_hint(&self, text: &str, words: &mut Vec<QueryWord>) {
-        if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
-            words.push(QueryWord {
-                word: PATH_HINT.to_owned(),
-                term: PATH_HINT.to_owned(),
-                found: self.resolve(PATH_HINT),
-            });
-        }
-    }
-
     /// Each server's context score for the query `terms`.
     fn server_scores(&self, terms: &[&str]) -> Vec<f64> {
         let mut scores = vec![0.0; self.server_lengths.len()];
@@ -1936,27 +1760,18 @@ impl EnhancedIndex {
                 })
         };
 
-        let mut words = self.query_words(&text);
+        let words = self.query_words(&text);
         let exact = self.exact_matches(&text);
-        // Names are spelled out by the text's words, not the path hint.
-        let spelled = self.spelled_matches(&words, &exact);
-        self.add_path_hint(&text, &mut words);
         let unique = Self::unique(&words);
         let expansions: Vec<Expansion> = unique.iter().map(|(w, _)| self.expand(w)).collect();
         let fusion = fusion.filter(|f| f.similarity.len() == self.len() && f.weight > 0.0);
-        // The tools the query names, exactly or in words: placed first.
-        let named: Vec<u32> = exact
-            .iter()
-            .copied()
-            .chain(spelled.iter().map(|&(doc, _)| doc))
-            .collect();
         let floor = RELEVANCE_FLOOR * (K1 + 1.0) * idf(self.len(), 1);
         let mut plan = self.plan(&words, &unique, &expansions);
         // A lexical search stops once no segment left can reach its results.
         let cutoff = fusion.is_none().then_some(Cutoff {
             limit,
             floor,
-            exact: &named,
+            exact: &exact,
             allowed: &allowed,
         });
         let mut out = self.score_plan(&mut plan, cutoff.as_ref());
@@ -1979,7 +1794,7 @@ impl EnhancedIndex {
             None => None,
         };
         self.fold_same_operations(&mut out);
-        let best = if named.is_empty() {
+        let best = if exact.is_empty() {
             0.0
         } else {
             out.touched
@@ -1987,26 +1802,7 @@ impl EnhancedIndex {
                 .map(|&slot| out.score(slot))
                 .fold(0.0f64, f64::max)
         };
-        // Spelled-out names above every other tool, a longer name above a
-        // shorter (`cancel timed switch`: CancelTimedSwitch, then
-        // TimedSwitch), by score within a length; exact names above those,
-        // in the order the names appear.
-        let mut above = best;
-        for length in 2..=MAX_SPELLED_TERMS {
-            let base = above;
-            for &(doc, _) in spelled.iter().filter(|&&(_, l)| l == length) {
-                let Some(slot) = out.slot(self, doc) else {
-                    continue;
-                };
-                if let Some(score) = out.scores.get_mut(slot as usize) {
-                    if *score == 0.0 {
-                        out.touched.push(slot);
-                    }
-                    *score += base + 1.0;
-                    above = above.max(*score);
-                }
-            }
-        }
+        // Exact names above every other tool, in the order the names appear.
         for (rank, &doc) in exact.iter().enumerate() {
             let Some(slot) = out.slot(self, doc) else {
                 continue;
@@ -2015,7 +1811,7 @@ impl EnhancedIndex {
                 if *score == 0.0 {
                     out.touched.push(slot);
                 }
-                *score = above + 1.0 + (exact.len() - rank) as f64;
+                *score = best + 1.0 + (exact.len() - rank) as f64;
             }
         }
 
@@ -2024,23 +1820,26 @@ impl EnhancedIndex {
         let clears = |slot: u32| {
             let doc = out.doc(slot);
             allowed(doc)
-                && (named.contains(&doc)
+                && (exact.contains(&doc)
                     || match &dense_ok {
                         // Fused: a lexical match or a close dense one.
                         Some(ok) => ok.get(doc as usize).copied().unwrap_or(false),
                         None => clears_floor(&out.scores, &out.evidence, floor, slot),
                     })
         };
-        // Ranked by score, ties in catalog order (slots need not be).
-        let hits = out
+        let mut results: Vec<u32> = out
             .touched
             .iter()
-            .filter(|&&slot| out.score(slot) > 0.0 && clears(slot))
+            .copied()
+            .filter(|&slot| out.score(slot) > 0.0 && clears(slot))
+            .collect();
+        self.score_prerequisites(&mut out, &mut results, limit, &allowed);
+        // Ranked by score, ties in catalog order (slots need not be).
+        let hits = results
+            .iter()
             .map(|&slot| (out.score(slot), out.doc(slot)))
             .collect();
-        let mut ranked = best_first(hits, limit);
-        self.insert_prerequisites(&mut ranked, allowed);
-        ranked.truncate(limit);
+        let ranked = best_first(hits, limit);
         if ranked.is_empty() {
             return name_substring_matches(self.tools(), &text, limit, allowed);
         }
@@ -2268,25 +2067,47 @@ impl EnhancedIndex {
             .collect()
     }
 
-    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
-    /// prerequisites right after it, moved up if they were ranked lower
-    /// (not down, if they rank above it already).
-    fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        let mut at = 0;
-        for _ in 0..PREREQUISITE_RESULTS {
-            let Some(&doc) = ranked.get(at) else {
-                return;
-            };
-            let above = ranked.get(..=at).unwrap_or(&[]);
-            let needed: Vec<u32> = self
-                .prerequisites_of(doc)
-                .into_iter()
-                .filter(|&d| allowed(d) && !above.contains(&d))
-                .collect();
-            ranked.retain(|d| !needed.contains(d));
-            let after = (at + 1).min(ranked.len());
-            at = after + needed.len();
-            ranked.splice(after..after, needed);
+    /// Prerequisites as a score: each tool that provides a required input
+    /// of one of `results` (slots of `out`; see
+    /// [`EnhancedSegment::build_prerequisites`]) scores at least
+    /// [`PREREQUISITE_SHARE`] of that result's score, and is a result
+    /// itself. It competes by score: it never pushes out a match that
+    /// scores more than it now does. Only the best `limit` results lend:
+    /// a prerequisite scores less than the result it follows, so one lent
+    /// by a result outside them stays outside them too.
+    fn score_prerequisites(
+        &self,
+        out: &mut Scores,
+        results: &mut Vec<u32>,
+        limit: usize,
+        allowed: &impl Fn(u32) -> bool,
+    ) {
+        let scored = results
+            .iter()
+            .map(|&slot| (out.score(slot), slot))
+            .collect();
+        let mut lent: Vec<(u32, f64)> = Vec::new();
+        for slot in best_first(scored, limit) {
+            let share = PREREQUISITE_SHARE * out.score(slot);
+            for needed in self.prerequisites_of(out.doc(slot)) {
+                // The lookups of a scored tool are scored with it.
+                if let Some(at) = out.slot(self, needed).filter(|_| allowed(needed)) {
+                    lent.push((at, share));
+                }
+            }
+        }
+        for (at, share) in lent {
+            if let Some(score) = out.scores.get_mut(at as usize)
+                && *score < share
+            {
+                if *score == 0.0 {
+                    out.touched.push(at);
+                }
+                *score = share;
+                if !results.contains(&at) {
+                    results.push(at);
+                }
+            }
         }
     }
 
@@ -2323,49 +2144,6 @@ impl EnhancedIndex {
         }
         found
     }
-
-    /// The tools, other than `exact`, whose own name the query's `words`
-    /// spell out (see [`spelled_name`]), each with its number of words;
-    /// in order of appearance, the longer name first where two start at
-    /// one word.
-    fn spelled_matches(&self, words: &[QueryWord], exact: &[u32]) -> Vec<(u32, usize)> {
-        let mut found = Vec::new();
-        let mut hits: Vec<(u32, u32)> = Vec::new();
-        for start in 0..words.len() {
-            let longest = MAX_SPELLED_TERMS.min(words.len() - start);
-            for len in (2..=longest).rev() {
-                let Some(window) = words
-                    .get(start..start + len)
-                    .and_then(|run| spelled_name(run.iter().map(|w| w.term.as_str())))
-                else {
-                    continue;
-                };
-                let key = text_hash(&window);
-                hits.clear();
-                self.gather(
-                    self.directory.as_deref().map(|d| d.spelled_names.get(&key)),
-                    |segment| Some(segment.spelled_names.get(&key)),
-                    &mut hits,
-                );
-                hits.sort_by_key(|&(at, _)| at);
-                for &(at, local) in &hits {
-                    let doc = self.start(at as usize) + local;
-                    // The hash found it; the terms decide.
-                    let spelled = self.tool(doc).is_some_and(|tool| {
-                        let mut name = Vec::new();
-                        self.analyzer
-                            .terms(tool.original_name(), |t| name.push(t.to_owned()));
-                        spelled_name(name.iter().map(String::as_str)).as_deref()
-                            == Some(window.as_str())
-                    });
-                    if spelled && !exact.contains(&doc) && !found.iter().any(|&(d, _)| d == doc) {
-                        found.push((doc, len));
-                    }
-                }
-            }
-        }
-        found
-    }
 }
 
 /// Whether tool `doc` is a lexical match: some query word matches it
@@ -2382,24 +2160,6 @@ fn clears_floor(scores: &[f64], evidence: &[u8], floor: f64, doc: u32) -> bool {
 /// its field-weighted, length-normalised count `tf` saturated by [`K1`].
 fn saturated(weight: f64, tf: f64) -> f64 {
     weight * tf * (K1 + 1.0) / (tf + K1)
-}
-
-/// Whether `text` holds a file path: a word of three or more parts split by
-/// `/` that starts at the root, the home directory or the current or parent
-/// directory (`/root/notes/a.md`, `~/notes/a.md`, `./src/main.rs`), or a
-/// Windows path (`C:\\Users\\me\\a.txt`). URLs and routes (`/login`) are not.
-fn holds_file_path(text: &str) -> bool {
-    text.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| "`'\"“”‘’,;:!?()[]{}<>".contains(c));
-        let unix = ["/", "~/", "./", "../"].iter().any(|p| word.starts_with(p))
-            && word.matches('/').count() >= 2;
-        let mut chars = word.chars();
-        let windows = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.next() == Some(':')
-            && chars.next().is_some_and(|c| c == '\\' || c == '/')
-            && word.matches(['\\', '/']).count() >= 2;
-        (unix || windows) && !word.contains("://")
-    })
 }
 
 /// Takes `server:NAME` filters out of a query.
@@ -2764,49 +2524,6 @@ mod tests {
     }
 
     #[test]
-    fn a_name_spelled_out_in_words_ranks_first() {
-        let a = [
-            tool(
-                "tracker",
-                "list_work_item_pages",
-                "List the pages of work items: work item pages",
-            ),
-            tool(
-                "tracker",
-                "list_work_items",
-                "Returns a paginated envelope filtered by a query language",
-            ),
-            tool("tracker", "cancel_timed_switch", "Cancel a timer"),
-            tool("tracker", "timed_switch", "Switch a device on a timer"),
-        ];
-        let b = [tool("browser", "take_screenshot", "Capture the screen")];
-        let c = [tool("camera", "take_screenshot", "Capture the screen")];
-        let index = EnhancedIndex::build_described([
-            (None, &a[..]),
-            (Some("Browser automation"), &b[..]),
-            (Some("Camera control"), &c[..]),
-        ]);
-        // The pages tool holds the words more often; the query names the
-        // other.
-        let hits = index.search("list work items", 5);
-        assert_eq!(
-            names(&hits)[..2],
-            ["list_work_items", "list_work_item_pages"]
-        );
-        // The longer name the query spells out is the more specific.
-        let hits = index.search("please cancel the timed switch", 5);
-        assert_eq!(names(&hits)[..2], ["cancel_timed_switch", "timed_switch"]);
-        // Two servers' tools of one name keep their order by score: the
-        // server context picks the browser's.
-        let hits = index.search("take a screenshot in the browser", 5);
-        assert_eq!(hits[0].tool.source().group(), Some("browser"));
-        assert_eq!(names(&hits)[..2], ["take_screenshot", "take_screenshot"]);
-        // The words out of order, or one of them missing, name nothing.
-        let hits = index.search("items of work list", 5);
-        assert_eq!(names(&hits)[0], "list_work_item_pages");
-    }
-
-    #[test]
     fn typos_are_tolerated_on_words_and_stems() {
         let tools = [
             tool("s", "navigate", "Navigate the browser to a URL"),
@@ -2905,6 +2622,60 @@ mod tests {
     }
 
     #[test]
+    fn a_prerequisite_competes_by_score_and_pushes_out_no_better_match() {
+        // Two servers' `send_message`, scored alike; the first requires a
+        // token its server's `GetUserToken` gives.
+        let first = [
+            tool_with(
+                "chat",
+                "send_message",
+                "Send a message to a channel",
+                requiring("token"),
+            ),
+            tool_with(
+                "chat",
+                "GetUserToken",
+                "Get the token of a user",
+                requiring("password"),
+            ),
+        ];
+        let second = [
+            tool_with(
+                "mail",
+                "send_message",
+                "Send a message to a channel",
+                requiring("address"),
+            ),
+            tool("mail", "list_folders", "List the mail folders"),
+            tool("mail", "delete_draft", "Delete a draft"),
+        ];
+        let index = EnhancedIndex::build_described([(None, &first[..]), (None, &second[..])]);
+        let hits = index.search("send a message to a channel", 5);
+        let found: Vec<(Option<&str>, &str)> = hits
+            .iter()
+            .map(|h| (h.tool.source().group(), h.tool.original_name()))
+            .collect();
+        // The lookup ranks below the equal match (a splice would put it
+        // second), just below the tool that needs it by score.
+        assert_eq!(
+            found,
+            [
+                (Some("chat"), "send_message"),
+                (Some("mail"), "send_message"),
+                (Some("chat"), "GetUserToken"),
+            ]
+        );
+        let share = hits[2].score / hits[0].score;
+        assert!((share - PREREQUISITE_SHARE).abs() < 1e-9, "{share}");
+        let reference = super::reference::EnhancedIndex::build(first.iter().chain(&second));
+        let expected: Vec<&str> = names(&hits);
+        assert_eq!(
+            names(&reference.search("send a message to a channel", 5)),
+            expected
+        );
+    }
+
+    #[test]
     fn the_first_results_each_bring_their_lookups() {
         let lv3 = [tool_with(
             "lv3",
@@ -2945,100 +2716,6 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_needing_coordinates_brings_the_one_that_gives_them() {
-        let coordinates = json!({
-            "type": "object",
-            "properties": {"latitude": {}, "longitude": {}},
-            "required": ["latitude", "longitude"],
-        });
-        let maps = [
-            tool_with(
-                "maps",
-                "find_parking_facilities",
-                "Locate parking facilities near a location.\n\nArgs:\n    \
-                 latitude: Center point latitude\n    longitude: Center point longitude",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "maps",
-                "geocode_address",
-                "Convert an address or place name to geographic coordinates.\n\nArgs:\n    \
-                 address: The place to find\n\nReturns:\n    Coordinates (latitude/longitude)",
-                requiring("address"),
-            ),
-            // Its latitude and longitude are what it takes: not a source.
-            tool_with(
-                "maps",
-                "suggest_meeting_point",
-                "Find a meeting place for several people.\n\nArgs:\n    \
-                 locations: Points, each with a latitude and longitude\n\nReturns:\n    \
-                 The center point",
-                requiring("locations"),
-            ),
-        ];
-        // Two tools give them: neither is clear.
-        let atlas = [
-            tool_with(
-                "atlas",
-                "nearby_parking",
-                "Parking spots",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "atlas",
-                "lookup_place",
-                "Gives latitude and longitude",
-                json!({}),
-            ),
-            tool_with(
-                "atlas",
-                "lookup_town",
-                "Gives latitude and longitude",
-                json!({}),
-            ),
-        ];
-        // No tool names latitude and longitude; one says coordinates.
-        let globe = [
-            tool_with(
-                "globe",
-                "nearby_cafes",
-                "Cafes around a point",
-                coordinates.clone(),
-            ),
-            tool_with(
-                "globe",
-                "geocode",
-                "Convert an address into geographic coordinates",
-                requiring("address"),
-            ),
-        ];
-        let index = EnhancedIndex::build_described([
-            (None, &maps[..]),
-            (None, &atlas[..]),
-            (None, &globe[..]),
-        ]);
-        let cafes = index.search("cafes near the Louvre", 2);
-        assert_eq!(names(&cafes), ["nearby_cafes", "geocode"]);
-        let hits = index.search("where can I park near the Forbidden City", 5);
-        let found: Vec<(Option<&str>, &str)> = hits
-            .iter()
-            .map(|h| (h.tool.source().group(), h.tool.original_name()))
-            .collect();
-        let at = |name: &str| found.iter().position(|&(_, n)| n == name);
-        assert_eq!(
-            found[..2],
-            [
-                (Some("maps"), "find_parking_facilities"),
-                (Some("maps"), "geocode_address"),
-            ],
-            "{found:?}"
-        );
-        assert!(at("nearby_parking").is_some(), "{found:?}");
-        assert_eq!(at("lookup_place"), None, "{found:?}");
-        assert_eq!(at("lookup_town"), None, "{found:?}");
-    }
-
-    #[test]
     fn tools_making_the_same_call_are_one_result_under_the_first_listed() {
         let entry = |name: &str, description: &str, call: &str, position: u32| {
             let spec = ToolSpec::new(name, description, json!({"type": "object"}))
@@ -3070,45 +2747,6 @@ mod tests {
         // Asked for by its exact name, the copy is still there.
         assert_eq!(names(&index.search("encoder#2", 5))[0], "encoder#2");
         assert_eq!(names(&index.search("image classification", 5)), ["resnet"]);
-    }
-
-    #[test]
-    fn a_file_path_in_the_query_finds_tools_that_take_a_path() {
-        let schema = |parameter: &str| json!({"type": "object", "properties": {parameter: {"type": "string"}}});
-        let tools = [
-            tool_with(
-                "fs",
-                "write_file",
-                "Write content to a file",
-                schema("path"),
-            ),
-            tool_with(
-                "m",
-                "make_report",
-                "Make a markdown report",
-                schema("topic"),
-            ),
-            tool_with(
-                "m",
-                "convert",
-                "Convert markdown to html",
-                schema("markdown"),
-            ),
-        ];
-        let index = EnhancedIndex::build(tools.iter());
-        let hits = index.search("save the summary to /root/markdown/report.md", 5);
-        assert_eq!(names(&hits)[0], "write_file");
-        // A route or a URL is not a file path.
-        for query in ["redirect to /login", "open https://example.com/a/b"] {
-            assert!(!holds_file_path(query), "{query}");
-        }
-        for query in [
-            "read ~/notes/a.md",
-            "edit ./src/main.rs",
-            r"open C:\Users\me\a.txt",
-        ] {
-            assert!(holds_file_path(query), "{query}");
-        }
     }
 
     #[test]

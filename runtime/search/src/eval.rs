@@ -122,6 +122,9 @@ pub struct SetReport {
     /// rankings query by query).
     #[serde(skip)]
     pub recalls: Vec<f64>,
+    /// Whether each query found any gold tool in the top k, in order.
+    #[serde(skip)]
+    pub hits: Vec<bool>,
 }
 
 fn is_gold(query: &EvalQuery, server: Option<&str>, tool: &str) -> bool {
@@ -143,6 +146,7 @@ pub fn evaluate(
     let mut misses = Vec::new();
     let mut miss_count = 0;
     let mut recalls = Vec::with_capacity(set.queries.len());
+    let mut hits = Vec::with_capacity(set.queries.len());
     for query in &set.queries {
         let results = search(&query.query, depth);
         let top: Vec<(Option<&str>, &str)> = results
@@ -168,6 +172,7 @@ pub fn evaluate(
         if !found.is_empty() {
             hit += 1.0;
         }
+        hits.push(!found.is_empty());
         if let Some(rank) = top
             .iter()
             .take(MRR_DEPTH)
@@ -204,6 +209,7 @@ pub fn evaluate(
         miss_count,
         misses,
         recalls,
+        hits,
     }
 }
 
@@ -244,6 +250,20 @@ pub fn half_recall(report: &SetReport, odd: bool) -> f64 {
     sum / count.max(1) as f64
 }
 
+/// Hit@k of `report`'s queries at odd (`true`) or even (`false`) 0-based
+/// positions (see [`half_recall`]).
+pub fn half_hit(report: &SetReport, odd: bool) -> f64 {
+    let (sum, count) = report
+        .hits
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| in_half(i, odd))
+        .fold((0usize, 0usize), |(sum, count), (_, &h)| {
+            (sum + usize::from(h), count + 1)
+        });
+    sum as f64 / count.max(1) as f64
+}
+
 /// Queries where `candidate` finds more gold tools than `baseline` (wins)
 /// and fewer (losses); both reports of the same set.
 pub fn wins_and_losses(candidate: &SetReport, baseline: &SetReport) -> (usize, usize) {
@@ -282,13 +302,18 @@ mod tests {
             miss_count: 2,
             misses: Vec::new(),
             recalls: vec![1.0, 0.0, 1.0, 0.5, 0.0],
+            hits: vec![true, false, true, true, false],
         };
         assert!((half_recall(&report, false) - 2.0 / 3.0).abs() < 1e-12);
         assert!((half_recall(&report, true) - 0.25).abs() < 1e-12);
+        assert!((half_hit(&report, false) - 2.0 / 3.0).abs() < 1e-12);
+        assert!((half_hit(&report, true) - 0.5).abs() < 1e-12);
         let empty = SetReport {
             recalls: Vec::new(),
+            hits: Vec::new(),
             ..report
         };
         assert_eq!(half_recall(&empty, true), 0.0);
+        assert_eq!(half_hit(&empty, true), 0.0);
     }
 }

@@ -21,8 +21,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::{
-    EnhancedSegment, FIELDS, HashMap, HashSet, KeyedLists, Lexicon, Lists, MIN_EXTENSION_PREFIX,
-    TermHit,
+    EnhancedSegment, FIELDS, HashMap, HashSet, Lexicon, Lists, MIN_EXTENSION_PREFIX, TermHit,
 };
 
 /// A segment's server (segment-local) and how often it says a term.
@@ -152,9 +151,6 @@ pub struct Directory {
     /// Exact tool name → (slot, segment-local tool), each segment's tools
     /// in its own order.
     pub(super) exact_names: Table<Arc<str>, u32>,
-    /// Hash of a spelled-out tool name → (slot, segment-local tool), as
-    /// each segment keeps them.
-    pub(super) spelled_names: KeyedLists<u64, (u32, u32)>,
     /// Server-context term → (slot, (segment-local server, count)).
     pub(super) server_terms: Table<Arc<str>, ServerCount>,
     /// Every segment's typo lexicon in one: each distinct (word, term)
@@ -183,7 +179,6 @@ impl Directory {
         let mut covered: HashSet<u64> = HashSet::default();
         let mut terms = Vec::new();
         let mut exact_names = Vec::new();
-        let mut spelled_names = Vec::new();
         let mut server_terms = Vec::new();
         let mut typo_words: HashMap<(&'a str, &'a str), Vec<u32>> = HashMap::default();
         // One shared text per distinct term, however many segments hold it.
@@ -208,12 +203,6 @@ impl Directory {
                     exact_names.push((Arc::<str>::from(name), slot, local));
                 }
             }
-            spelled_names.extend(
-                segment
-                    .spelled_names
-                    .pairs()
-                    .map(|(&key, &local)| (key, (slot, local))),
-            );
             for (term, servers) in &segment.servers.terms {
                 let term: Arc<str> = term.as_ref().into();
                 server_terms.extend(servers.iter().map(|&hit| (term.clone(), slot, hit)));
@@ -269,7 +258,6 @@ impl Directory {
             common_terms,
             extension_terms,
             exact_names: Table::build(exact_names),
-            spelled_names: KeyedLists::from_pairs(spelled_names),
             server_terms: Table::build(server_terms),
             typo_lexicon,
             typo_terms,

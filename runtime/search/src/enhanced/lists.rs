@@ -70,11 +70,6 @@ impl<K: Ord + Copy, V: Ord + Copy> KeyedLists<K, V> {
         KeyedLists { keys, values }
     }
 
-    /// Every (key, value), in key order.
-    pub(super) fn pairs(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.keys.iter().zip(&self.values)
-    }
-
     /// The values under `key`, in order.
     pub(super) fn get(&self, key: &K) -> &[V] {
         let from = self.keys.partition_point(|k| k < key);

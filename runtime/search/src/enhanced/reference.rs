@@ -35,8 +35,6 @@ pub const SERVER_CONTEXT_WEIGHT: f64 = 0.3;
 pub const EXTENSION_WEIGHT: f64 = 0.3;
 /// Fewest letters of the shorter term for such a match.
 pub const MIN_EXTENSION_PREFIX: usize = 5;
-/// The query term a file path in the query adds.
-pub const PATH_HINT: &str = "path";
 /// The relevance floor, as a share of the score one query term found in
 /// a single tool gives at saturation (`(k1 + 1) · idf(N, 1)`): a match
 /// must score at least this much, and match at least one query word
@@ -46,10 +44,8 @@ pub const RELEVANCE_FLOOR: f64 = 0.08;
 /// Fewest letters of a query word whose typo-tolerant match counts as
 /// evidence for the relevance floor.
 pub const MIN_TYPO_EVIDENCE: usize = 6;
-/// How many of the first results bring their prerequisites.
-pub const PREREQUISITE_RESULTS: usize = 3;
-/// The most words of a tool's own name that a query can spell out.
-pub const MAX_SPELLED_TERMS: usize = 6;
+/// The share of a result's score its prerequisite scores at least.
+pub const PREREQUISITE_SHARE: f64 = 0.99;
 
 /// Groups of words that name the same thing in tool descriptions and user
 /// requests: common abbreviations and interchangeable verbs and nouns of
@@ -416,9 +412,6 @@ pub struct EnhancedIndex {
     name_bigrams: HashMap<(u32, u32), Vec<u32>>,
     lexicon: Lexicon,
     exact_names: HashMap<String, Vec<u32>>,
-    /// A tool name's terms, space-separated (two to [`MAX_SPELLED_TERMS`])
-    /// → the tools.
-    spelled_names: HashMap<String, Vec<u32>>,
     servers: ServerContext,
     /// A query term of a synonym group, to the indexed terms of the others.
     synonyms: HashMap<Box<str>, Vec<u32>>,
@@ -488,7 +481,6 @@ impl EnhancedIndex {
             name_bigrams: HashMap::new(),
             lexicon: Lexicon::default(),
             exact_names: HashMap::new(),
-            spelled_names: HashMap::new(),
             servers: ServerContext::default(),
             synonyms: HashMap::new(),
             prerequisites: HashMap::new(),
@@ -651,15 +643,6 @@ impl EnhancedIndex {
                 entry.push(doc);
             }
         }
-        let mut spelled: Vec<String> = Vec::new();
-        self.analyzer
-            .terms(tool.original_name(), |term| spelled.push(term.to_owned()));
-        if (2..=MAX_SPELLED_TERMS).contains(&spelled.len()) {
-            self.spelled_names
-                .entry(spelled.join(" "))
-                .or_default()
-                .push(doc);
-        }
         for pair in names.windows(2) {
             if let [a, b] = pair {
                 let docs = self.name_bigrams.entry((*a, *b)).or_default();
@@ -763,14 +746,9 @@ impl EnhancedIndex {
     /// lookup verb, at most [`MAX_EXTRA_WORDS`] other words, and that
     /// parameter's last one or two words (`GetUserToken` for `token`,
     /// `resolve-library-id` for `libraryId`), with the fewest other words,
-    /// that do not require it themselves; else, for coordinates, the
-    /// segments' [`super::coordinate_sources`].
+    /// that do not require it themselves.
     fn build_prerequisites(&mut self, name_terms: &[Vec<u32>]) {
-        // The coordinate rule is the segments' own, shared.
-        self.prerequisites = super::coordinate_sources(&self.docs, &self.doc_servers)
-            .into_iter()
-            .map(|(doc, source)| (doc, vec![source]))
-            .collect();
+        self.prerequisites = HashMap::new();
         let verbs: Vec<u32> = LOOKUP_VERBS
             .iter()
             .filter_map(|v| self.terms.get(*v).copied())
@@ -951,13 +929,6 @@ impl EnhancedIndex {
                 id: self.terms.get(term).copied(),
             });
         });
-        if holds_file_path(text) && !words.iter().any(|w| w.term == PATH_HINT) {
-            words.push(QueryWord {
-                word: PATH_HINT.to_owned(),
-                term: PATH_HINT.to_owned(),
-                id: self.terms.get(PATH_HINT).copied(),
-            });
-        }
         words
     }
 
@@ -1073,8 +1044,7 @@ impl EnhancedIndex {
         }
         self.fold_same_operations(&mut scores, &mut touched);
         let exact = self.exact_matches(&text);
-        let spelled = self.spelled_matches(&text, &exact);
-        let best = if exact.is_empty() && spelled.is_empty() {
+        let best = if exact.is_empty() {
             0.0
         } else {
             touched
@@ -1082,27 +1052,13 @@ impl EnhancedIndex {
                 .filter_map(|&d| scores.get(d as usize).copied())
                 .fold(0.0f64, f64::max)
         };
-        // Above every BM25 score, longer names first, then in score order.
-        let mut above = best;
-        for length in 2..=MAX_SPELLED_TERMS {
-            let base = above;
-            for &(doc, _) in spelled.iter().filter(|&&(_, l)| l == length) {
-                if let Some(score) = scores.get_mut(doc as usize) {
-                    if *score == 0.0 {
-                        touched.push(doc);
-                    }
-                    *score += base + 1.0;
-                    above = above.max(*score);
-                }
-            }
-        }
         for (rank, &doc) in exact.iter().enumerate() {
             if let Some(score) = scores.get_mut(doc as usize) {
                 if *score == 0.0 {
                     touched.push(doc);
                 }
-                // Above those, in the order the names appear.
-                *score = above + 1.0 + (exact.len() - rank) as f64;
+                // Above every BM25 score, in the order the names appear.
+                *score = best + 1.0 + (exact.len() - rank) as f64;
             }
         }
 
@@ -1113,13 +1069,35 @@ impl EnhancedIndex {
             let d = doc as usize;
             allowed(doc)
                 && (exact.contains(&doc)
-                    || spelled.iter().any(|&(d, _)| d == doc)
                     || (evidence.get(d).is_some_and(|&words| words >= 1)
                         && scores.get(d).is_some_and(|&score| score >= floor)))
         };
-        let mut ranked = top(&scores, touched, limit, clears);
-        self.insert_prerequisites(&mut ranked, allowed);
-        ranked.truncate(limit);
+        // Prerequisites are a score: at least a share of the result's.
+        let results: Vec<u32> = touched
+            .iter()
+            .copied()
+            .filter(|&d| scores.get(d as usize).is_some_and(|&s| s > 0.0) && clears(d))
+            .collect();
+        let mut lent: Vec<u32> = Vec::new();
+        for &doc in &results {
+            let share = PREREQUISITE_SHARE * scores.get(doc as usize).copied().unwrap_or(0.0);
+            for &needed in self.prerequisites.get(&doc).into_iter().flatten() {
+                if !allowed(needed) {
+                    continue;
+                }
+                if let Some(score) = scores.get_mut(needed as usize)
+                    && *score < share
+                {
+                    *score = share;
+                    lent.push(needed);
+                }
+            }
+        }
+        let mut candidates = results;
+        candidates.extend(lent);
+        candidates.sort_unstable();
+        candidates.dedup();
+        let ranked = top(&scores, candidates, limit, |_| true);
         if ranked.is_empty() {
             return name_substring_matches(&self.docs, &text, limit, allowed);
         }
@@ -1218,32 +1196,6 @@ impl EnhancedIndex {
         touched.extend(added);
     }
 
-    /// Each of the first [`PREREQUISITE_RESULTS`] tools brings its
-    /// prerequisites (see [`Self::build_prerequisites`]) right after it,
-    /// moved up if they were ranked lower (not down, if they rank above it).
-    fn insert_prerequisites(&self, ranked: &mut Vec<u32>, allowed: impl Fn(u32) -> bool) {
-        // The first few results, each followed by those it needs that do
-        // not rank above it.
-        let mut at = 0;
-        for _ in 0..PREREQUISITE_RESULTS {
-            let Some(&doc) = ranked.get(at) else {
-                return;
-            };
-            let needed: Vec<u32> = self
-                .prerequisites
-                .get(&doc)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&d| allowed(d) && !ranked.get(..=at).unwrap_or(&[]).contains(&d))
-                .collect();
-            ranked.retain(|d| !needed.contains(d));
-            let after = (at + 1).min(ranked.len());
-            at = after + needed.len();
-            ranked.splice(after..after, needed);
-        }
-    }
-
     /// Tools whose exact name (own or exposed, case-insensitive) is the
     /// whole query or a whole word of it, in order of appearance.
     fn exact_matches(&self, text: &str) -> Vec<u32> {
@@ -1265,52 +1217,6 @@ impl EnhancedIndex {
         }
         found
     }
-
-    /// The tools, other than `exact`, whose own name's terms (two to
-    /// [`MAX_SPELLED_TERMS`]) the query's terms hold in order; longest
-    /// first per word.
-    fn spelled_matches(&self, text: &str, exact: &[u32]) -> Vec<(u32, usize)> {
-        let mut found = Vec::new();
-        let mut terms: Vec<String> = Vec::new();
-        self.analyzer
-            .terms(text, |term| terms.push(term.to_owned()));
-        for start in 0..terms.len() {
-            for end in (start + 2..=terms.len().min(start + MAX_SPELLED_TERMS)).rev() {
-                let Some(window) = terms.get(start..end) else {
-                    continue;
-                };
-                for &doc in self
-                    .spelled_names
-                    .get(&window.join(" "))
-                    .into_iter()
-                    .flatten()
-                {
-                    if !exact.contains(&doc) && !found.iter().any(|&(d, _)| d == doc) {
-                        found.push((doc, window.len()));
-                    }
-                }
-            }
-        }
-        found
-    }
-}
-
-/// Whether `text` holds a file path: a word of three or more parts split by
-/// `/` that starts at the root, the home directory or the current or parent
-/// directory (`/root/notes/a.md`, `~/notes/a.md`, `./src/main.rs`), or a
-/// Windows path (`C:\\Users\\me\\a.txt`). URLs and routes (`/login`) are not.
-fn holds_file_path(text: &str) -> bool {
-    text.split_whitespace().any(|word| {
-        let word = word.trim_matches(|c: char| "`'\"“”‘’,;:!?()[]{}<>".contains(c));
-        let unix = ["/", "~/", "./", "../"].iter().any(|p| word.starts_with(p))
-            && word.matches('/').count() >= 2;
-        let mut chars = word.chars();
-        let windows = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.next() == Some(':')
-            && chars.next().is_some_and(|c| c == '\\' || c == '/')
-            && word.matches(['\\', '/']).count() >= 2;
-        (unix || windows) && !word.contains("://")
-    })
 }
 
 /// Takes `server:NAME` filters out of a query.

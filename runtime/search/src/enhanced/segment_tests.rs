@@ -119,10 +119,9 @@ fn queries() -> &'static [String] {
                 "find docs for a library",
                 "delete the repo",
                 "lookup",
-                // Names spelled out in words.
+                // A tool's name in words, and a place.
                 "list work items",
                 "take a screenshot of the page and list the projects",
-                // A tool that needs coordinates and the one that gives them.
                 "where can I park near the Forbidden City",
             ]
             .map(str::to_owned),
