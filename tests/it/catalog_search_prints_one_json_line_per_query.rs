@@ -1,5 +1,5 @@
 //! Checks that `quiver catalog search --json` prints one JSON line
-//! `{"query", "matches": [{"name", "server", "tool", "score"}]}` per query,
+//! `{"query", "matches": [{"name", "server", "tool", "score"}], "search"}` per query,
 //! for a query given on the command line and for a `--queries` JSONL file.
 
 use quiver_tests::{arg, catalog, quiver, quiver_json_lines};
@@ -7,8 +7,10 @@ use serde_json::Value;
 
 fn check_line(line: &Value, query: &str) {
     let keys: Vec<_> = line.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["matches", "query"], "{line}");
+    assert_eq!(keys, ["matches", "query", "search"], "{line}");
     assert_eq!(line["query"], query);
+    // No embedding model configured: the lexical stage ranked them.
+    assert_eq!(line["search"], "lexical", "{line}");
     let mut last = f64::INFINITY;
     for hit in line["matches"].as_array().unwrap() {
         let keys: Vec<_> = hit.as_object().unwrap().keys().collect();
