@@ -1,2 +1,4 @@
-//! Criterion benchmarks of Quiver (`cargo bench -p quiver-benches`); the
-//! library itself is empty, the benches and examples are the crate.
+//! Criterion benchmarks of Quiver (`cargo bench -p quiver-benches`) and
+//! what they share with the examples.
+
+pub mod generated;

@@ -643,7 +643,7 @@ fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
         out["title"] = json!(title);
     }
     out["description"] = json!(tool.description());
-    out["input_schema"] = tool.input_schema().clone();
+    out["input_schema"] = tool.input_schema().value().clone();
     if let Some(metadata) = tool.metadata() {
         // The source's claims, said as such: what the tool does to the
         // world, and the shape of its structured result.

@@ -611,7 +611,7 @@ impl Dispatcher {
     /// the result for the model and to the feed event's detail.
     pub async fn run(&self, mut call: DispatchCall) -> Result<ToolOutput, DispatchError> {
         let coerced = if self.coerce {
-            coerce::coerce(call.tool.input_schema(), &mut call.arguments)
+            coerce::coerce(call.tool.input_schema().value(), &mut call.arguments)
         } else {
             Vec::new()
         };

@@ -92,7 +92,7 @@ impl ClassicSegment {
             }
             tokenize(tool.description(), &mut add);
             for parameter in tool.parameter_names() {
-                tokenize(parameter, &mut add);
+                tokenize(&parameter, &mut add);
             }
             doc_terms.sort_unstable();
             for run in doc_terms.chunk_by(|a, b| a == b) {

@@ -652,11 +652,9 @@ fn spelled_name<'a>(terms: impl IntoIterator<Item = &'a str>) -> Option<String> 
 
 fn parameter_text(tool: &Tool) -> String {
     let mut text = String::new();
-    if let Some(properties) = tool
-        .input_schema()
-        .get("properties")
-        .and_then(|p| p.as_object())
-    {
+    // Parsed for this build alone: the index keeps the words, not the tree.
+    let schema = tool.input_schema().parsed();
+    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
         for (name, schema) in properties {
             text.push_str(name);
             text.push(' ');
