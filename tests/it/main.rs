@@ -157,5 +157,6 @@ mod tool_removed_is_gone_from_next_assembly;
 mod tool_screening_false_positives_on_shared_catalogs;
 mod tool_search_blank_queries_are_refused;
 mod tool_search_has_a_relevance_floor;
+mod tool_search_long_queries_are_cut_with_a_note;
 mod tool_search_off_sends_every_tool_eagerly;
 mod unknown_tool_error_suggests_close_names;

@@ -26,6 +26,7 @@ use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH}
 use crate::catalog::{Catalog, Retriever};
 use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
+use crate::query::{self, BoundedQuery};
 use crate::semantic::SemanticIndex;
 use crate::settings::ToolSearchConfig;
 use quiver_config::Switch;
@@ -805,17 +806,31 @@ impl Assembly {
         }
     }
 
-    /// BM25 search of the deferred catalog; `limit` defaults to
-    /// `search_default_limit` and is clamped to `1..=max_search_limit`.
+    /// The part of `query` that is searched: at most `max_query_chars`
+    /// characters and `max_query_words` distinct words (see
+    /// [`crate::query`]). Bounding a bounded query changes nothing.
+    pub fn bound_query<'q>(&self, query: &'q str) -> BoundedQuery<'q> {
+        query::bound(
+            query,
+            self.config.max_query_chars,
+            self.config.max_query_words,
+        )
+    }
+
+    /// Search of the deferred catalog for [`Assembly::bound_query`] of
+    /// `query`; `limit` defaults to `search_default_limit` and is clamped
+    /// to `1..=max_search_limit`.
     pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
-        self.catalog
-            .search(query, self.config.effective_limit(limit))
+        self.catalog.search(
+            self.bound_query(query).text,
+            self.config.effective_limit(limit),
+        )
     }
 
     /// Search with any `limit` (not clamped to `max_search_limit`), for
     /// evaluation.
     pub fn search_unclamped(&self, query: &str, limit: usize) -> Vec<Scored> {
-        self.catalog.search(query, limit)
+        self.catalog.search(self.bound_query(query).text, limit)
     }
 
     /// The assembly in the `quiver catalog assemble --json` shape.

@@ -474,14 +474,20 @@ fn search_one(
     limit: Option<i64>,
     status: Option<&dyn quiver_tool::status::McpStatusView>,
 ) -> Value {
-    let hits = assembly.search(query, limit);
+    let bounded = assembly.bound_query(query);
+    let hits = assembly.search(bounded.text, limit);
     let matches: Vec<Value> = hits
         .iter()
         .map(|hit| match_json(&hit.tool, hit.score))
         .collect();
-    let mut out = json!({"query": query, "matches": matches});
+    // The model sent the query: a long one is repeated by its start only.
+    let echoed = crate::query::echo(query);
+    let mut out = json!({"query": echoed, "matches": matches});
+    if let Some(cut) = bounded.cut {
+        out["query_cut"] = json!(cut.note());
+    }
     if hits.is_empty() {
-        let mut note = empty_result_note(assembly, query);
+        let mut note = empty_result_note(assembly, &echoed);
         if let Some(unavailable) = status.and_then(quiver_tool::status::unavailable_note) {
             note.push(' ');
             note.push_str(&unavailable);

@@ -374,13 +374,55 @@ pub fn exposed_prefix_len(tool: &Tool) -> usize {
     0
 }
 
+/// Where lowercase ASCII `needle` occurs in ASCII `name`, ignoring case:
+/// the non-overlapping matches, left to right, as `str::match_indices`
+/// finds them in the lowercased name.
+fn ascii_matches<'a>(name: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let (name, needle) = (name.as_bytes(), needle.as_bytes());
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        if needle.is_empty() {
+            return None;
+        }
+        while from + needle.len() <= name.len() {
+            let at = from;
+            if name[at..at + needle.len()].eq_ignore_ascii_case(needle) {
+                from = at + needle.len();
+                return Some(at);
+            }
+            from += 1;
+        }
+        None
+    })
+}
+
 /// Whether `needle` (lowercase) occurs in `tool`'s own name, or in its
 /// exposed name other than wholly inside the prefix the source adds.
 fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
-    if tool.original_name().to_lowercase().contains(needle) {
+    let (own, exposed) = (tool.original_name(), tool.name());
+    // Lowercasing a character at most triples its bytes (`İ` → `i̇`
+    // adds half): a needle longer than that is in neither name, and a
+    // long query costs a length comparison per tool, not a search.
+    if needle.len() > 3 * own.len().max(exposed.len()) {
+        return false;
+    }
+    if needle.is_ascii() && own.is_ascii() && exposed.is_ascii() {
+        // A query of several words is in no name without a space (most
+        // names), which memchr tells at once.
+        if needle.contains(' ') && !own.contains(' ') && !exposed.contains(' ') {
+            return false;
+        }
+        // The same test without lowercasing copies of both names.
+        if ascii_matches(own, needle).next().is_some() {
+            return true;
+        }
+        let prefix = exposed_prefix_len(tool);
+        return ascii_matches(exposed, needle).any(|at| at + needle.len() > prefix);
+    }
+    if own.to_lowercase().contains(needle) {
         return true;
     }
-    let name = tool.name().to_lowercase();
+    let name = exposed.to_lowercase();
     let prefix = exposed_prefix_len(tool);
     name.match_indices(needle)
         .any(|(at, _)| at + needle.len() > prefix)
