@@ -125,7 +125,11 @@ fn run(options: &Options) -> Result<(), String> {
     std::fs::create_dir_all(cache.join("home"))
         .map_err(|e| format!("cannot create {}: {e}", cache.display()))?;
     let quiver = match &options.quiver {
-        Some(path) => path.clone(),
+        // The processes run in the cache directory: a relative path is
+        // made absolute first.
+        Some(path) => {
+            std::fs::canonicalize(path).map_err(|e| format!("--quiver {}: {e}", path.display()))?
+        }
         None => build_quiver()?,
     };
     let reference = if options.no_reference {
