@@ -84,6 +84,7 @@ mod exact_tool_name_is_found_first;
 mod examples_operator_config_is_valid;
 mod hybrid_eval_keeps_query_vectors;
 mod hybrid_search_finds_paraphrased_tools;
+mod listing_describes_the_servers_a_session_called_first;
 mod listing_names_every_tool_before_describing_any;
 mod listing_short_descriptions_end_at_a_sentence;
 mod log_format_json_writes_one_object_per_line;

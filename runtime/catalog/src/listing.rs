@@ -14,8 +14,9 @@
 //! its tools); when they do not all fit, the most tools named, an exact
 //! 0/1 knapsack solved by dynamic programming over the number of tools,
 //! and the others collapse to their summary lines. Then the room left buys
-//! descriptions, group by group, the smallest group first: a small server's
-//! few tools are described for the price of a few lines. When even the
+//! descriptions, group by group: first the groups whose tools the session
+//! has called (see [`plan_preferring`]), then the smallest group first: a
+//! small server's few tools are described for the price of a few lines. When even the
 //! summary lines do not fit, the listing keeps as many of them as fit, in
 //! name order, and ends with `and N more servers`.
 //!
@@ -28,6 +29,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogGroup};
 use quiver_tool::tokens;
+use quiver_tool::tool::ToolSource;
 
 /// How one group appears in the listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -354,6 +356,13 @@ fn greedy(by_density: &[usize], items: &[(u64, u64)], capacity: u64) -> Vec<usiz
 
 /// Chooses each group's form within `budget_tokens` and renders the listing.
 pub fn plan(catalog: &Catalog, budget_tokens: u64) -> Listing {
+    plan_preferring(catalog, budget_tokens, &[])
+}
+
+/// As [`plan`], describing the groups of `preferred` (the servers and
+/// plugins the session has called) before the others: a server a session
+/// works with is the one whose descriptions it needs.
+pub fn plan_preferring(catalog: &Catalog, budget_tokens: u64, preferred: &[ToolSource]) -> Listing {
     let groups = catalog.groups();
     if groups.is_empty() {
         return Listing::empty(catalog, ListingForm::None);
@@ -412,12 +421,16 @@ pub fn plan(catalog: &Catalog, budget_tokens: u64) -> Listing {
         }
     }
     // Then descriptions, in what is left: named groups go full one by
-    // one, the smallest first (by tools, then listing order), each one
-    // that still fits.
+    // one, those the session used first, then the smallest first (by
+    // tools, then listing order), each one that still fits.
     let mut by_size: Vec<usize> = (0..groups.len())
         .filter(|&i| modes.get(i) == Some(&GroupMode::Names))
         .collect();
-    by_size.sort_by_key(|&i| (groups.get(i).map_or(0, |g| g.tools().len()), i));
+    by_size.sort_by_key(|&i| {
+        let group = groups.get(i);
+        let used = group.is_some_and(|g| preferred.contains(g.source()));
+        (!used, group.map_or(0, |g| g.tools().len()), i)
+    });
     for i in by_size {
         let (Some(group), Some(mode)) = (groups.get(i), modes.get_mut(i)) else {
             continue;
@@ -676,6 +689,34 @@ mod tests {
             .map(|g| g.mode)
             .collect();
         assert_eq!(got, [Names, Full, Full]);
+    }
+
+    #[test]
+    fn descriptions_go_to_the_servers_the_session_used_first() {
+        use GroupMode::{Full, Names};
+        let catalog = catalog(&[("big", 40), ("mid", 10), ("small", 3)]);
+        // Room for `big` in full and the others named: unpreferred, the
+        // two small ones are described instead.
+        let budget = cost(&catalog, &[Full, Names, Names]).div_ceil(4);
+        let modes = |preferred: &[ToolSource]| -> Vec<GroupMode> {
+            plan_preferring(&catalog, budget, preferred)
+                .groups
+                .iter()
+                .map(|g| g.mode)
+                .collect()
+        };
+        assert_eq!(modes(&[]), [Names, Full, Full]);
+        assert_eq!(
+            modes(&[ToolSource::Mcp("big".into())]),
+            [Full, Names, Names]
+        );
+        // The room left after the used server still goes smallest first.
+        assert_eq!(modes(&[ToolSource::Mcp("mid".into())]), [Names, Full, Full]);
+        // A plugin of the same name is another source.
+        assert_eq!(
+            modes(&[ToolSource::Plugin("big".into())]),
+            [Names, Full, Full]
+        );
     }
 
     #[test]
