@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::name_text::NameText;
 use quiver_tool::tool::Tool;
 
 /// BM25 term-frequency saturation.
@@ -60,6 +61,8 @@ pub struct ClassicSegment {
     postings: Vec<Vec<Posting>>,
     doc_len: Vec<u32>,
     total_len: u64,
+    /// Its tools' names for the substring fallback, made on first use.
+    names: std::sync::OnceLock<NameText>,
 }
 
 impl ClassicSegment {
@@ -190,11 +193,6 @@ impl SearchIndex {
         self.segments.get(index)?.docs.get((doc - start) as usize)
     }
 
-    /// Every indexed tool, in catalog order.
-    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
-        self.segments.iter().flat_map(|s| s.docs.iter())
-    }
-
     /// BM25 scores of every tool for `query`, in catalog order.
     pub fn scores(&self, query: &str) -> Vec<f64> {
         let mut scores = vec![0.0; self.len()];
@@ -263,7 +261,18 @@ impl SearchIndex {
             })
             .collect();
         if ranked.is_empty() {
-            return name_substring_matches(self.tools(), query, limit, |_| true);
+            return segments_substring_matches(
+                self.segments
+                    .iter()
+                    .zip(&self.offsets)
+                    .map(|(segment, &start)| {
+                        let names = segment.names.get_or_init(|| NameText::build(&segment.docs));
+                        (start, segment.docs.as_slice(), names)
+                    }),
+                query,
+                limit,
+                |_| true,
+            );
         }
         ranked
     }
@@ -354,6 +363,39 @@ pub fn name_substring_matches<'a>(
         .collect()
 }
 
+/// [`name_substring_matches`] over segments: each segment's first
+/// catalog position, its tools and their [`NameText`], in catalog order.
+pub(crate) fn segments_substring_matches<'a>(
+    segments: impl IntoIterator<Item = (u32, &'a [Arc<Tool>], &'a NameText)>,
+    query: &str,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    let needle = query.trim().to_lowercase();
+    let mut hits = Vec::new();
+    if needle.is_empty() || limit == 0 {
+        return hits;
+    }
+    for (start, docs, names) in segments {
+        names.each_match(docs, &needle, |local| {
+            let doc = start + local;
+            if allowed(doc)
+                && let Some(tool) = docs.get(local as usize)
+            {
+                hits.push(Scored {
+                    tool: tool.clone(),
+                    score: 0.0,
+                });
+            }
+            hits.len() < limit
+        });
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    hits
+}
+
 /// Length of the part of `tool`'s exposed name that its source adds:
 /// `mcp_<server>_`, else `mcp_`, else nothing.
 pub fn exposed_prefix_len(tool: &Tool) -> usize {
@@ -398,7 +440,7 @@ fn ascii_matches<'a>(name: &'a str, needle: &'a str) -> impl Iterator<Item = usi
 
 /// Whether `needle` (lowercase) occurs in `tool`'s own name, or in its
 /// exposed name other than wholly inside the prefix the source adds.
-fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
+pub(crate) fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
     let (own, exposed) = (tool.original_name(), tool.name());
     // Lowercasing a character at most triples its bytes (`İ` → `i̇`
     // adds half): a needle longer than that is in neither name, and a

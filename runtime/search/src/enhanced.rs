@@ -63,7 +63,8 @@ use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::classic::{Scored, best_first, idf, name_substring_matches};
+use crate::classic::{Scored, best_first, idf, segments_substring_matches};
+use crate::name_text::NameText;
 use quiver_tool::tool::Tool;
 
 /// How many of the first results bring their prerequisites after them:
@@ -609,6 +610,8 @@ pub struct EnhancedSegment {
     /// The ids of the ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or
     /// more, sorted by term, for the terms a query term begins.
     extension_terms: SortedTerms,
+    /// Its tools' names for the substring fallback, made on first use.
+    names: std::sync::OnceLock<NameText>,
 }
 
 impl std::fmt::Debug for EnhancedSegment {
@@ -716,6 +719,7 @@ impl EnhancedSegment {
             prerequisites: HashMap::default(),
             same_operation: HashMap::default(),
             extension_terms: SortedTerms::default(),
+            names: std::sync::OnceLock::new(),
         };
         // (server, call) → (position in its server's list, tool).
         let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::default();
@@ -1469,10 +1473,6 @@ impl EnhancedIndex {
         self.segments.get(at)?.docs.get(local as usize)
     }
 
-    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
-        self.segments.iter().flat_map(|s| s.docs.iter())
-    }
-
     fn start(&self, segment: usize) -> u32 {
         self.offsets.get(segment).copied().unwrap_or(0)
     }
@@ -2040,7 +2040,18 @@ impl EnhancedIndex {
         self.insert_prerequisites(&mut ranked, allowed);
         ranked.truncate(limit);
         if ranked.is_empty() {
-            return name_substring_matches(self.tools(), &text, limit, allowed);
+            return segments_substring_matches(
+                self.segments
+                    .iter()
+                    .zip(&self.offsets)
+                    .map(|(segment, &start)| {
+                        let names = segment.names.get_or_init(|| NameText::build(&segment.docs));
+                        (start, segment.docs.as_slice(), names)
+                    }),
+                &text,
+                limit,
+                allowed,
+            );
         }
         ranked
             .into_iter()
