@@ -5,8 +5,6 @@
 //! request describes that server's tools. Another session, which called
 //! nothing, keeps the first listing.
 
-use std::time::Duration;
-
 use quiver_tests::daemon::{Fixture, TestDaemon};
 use quiver_tests::model::ScriptedModel;
 use serde_json::{Value, json};
@@ -43,7 +41,7 @@ async fn a_called_server_is_described_on_the_next_request() {
     let fixture = Fixture::new();
     let config = fixture.config(&model.base_url, "");
     let daemon = TestDaemon::start(&config, &fixture.state());
-    wait_for_mcp(&daemon).await;
+    daemon.first_mcp_ready().await;
 
     // The largest context size at which every tool is named, some smaller
     // group is described, and the test server is only named: the room the
@@ -107,16 +105,4 @@ async fn a_called_server_is_described_on_the_next_request() {
     // A session that called nothing is unchanged.
     let other = catalog(idle).await;
     assert_eq!(other["servers"], before["servers"]);
-}
-
-/// Waits until the test MCP server's tools are in the daemon's catalog.
-async fn wait_for_mcp(daemon: &TestDaemon) {
-    for _ in 0..300 {
-        let (_, status) = daemon.get("/v1/status").await;
-        if status["mcp_servers"][0]["state"] == "ready" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the test MCP server never became ready");
 }
