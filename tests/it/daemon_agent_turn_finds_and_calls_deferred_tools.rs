@@ -26,7 +26,7 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
     let fixture = Fixture::new();
     let config = fixture.config(&model.base_url, "");
     let daemon = TestDaemon::start(&config, &fixture.state());
-    wait_for_mcp(&daemon).await;
+    daemon.first_mcp_ready().await;
 
     let session = daemon.session(json!({})).await;
     let outcome = daemon.say(&session, "please count the words").await;
@@ -166,16 +166,4 @@ async fn a_turn_searches_describes_and_calls_through_the_bridge() {
             .unwrap()
             .starts_with("word_count via tool_call  ok")
     );
-}
-
-/// Waits until the test MCP server's tools are in the daemon's catalog.
-async fn wait_for_mcp(daemon: &TestDaemon) {
-    for _ in 0..300 {
-        let (_, status) = daemon.get("/v1/status").await;
-        if status["mcp_servers"][0]["state"] == "ready" {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the test MCP server never became ready");
 }

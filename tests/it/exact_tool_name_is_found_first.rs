@@ -12,7 +12,7 @@ use quiver_tool::scope::Scope;
 fn every_exposed_name_finds_its_tool_first() {
     let document = catalog_file::read(&catalog("mcp-popular.json")).unwrap();
     let registry = ToolRegistry::new();
-    catalog_file::register(&registry, std::slice::from_ref(&document));
+    catalog_file::register(&registry, [document]);
     let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
         &registry.snapshot(),
         &Scope::all(),
@@ -44,7 +44,7 @@ fn every_exposed_name_finds_its_tool_first() {
 fn a_bare_tool_name_ranks_a_tool_of_that_name_first() {
     let document = catalog_file::read(&catalog("mcp-popular.json")).unwrap();
     let registry = ToolRegistry::new();
-    catalog_file::register(&registry, std::slice::from_ref(&document));
+    catalog_file::register(&registry, [document]);
     let assembly = Assembler::new(ToolSearchConfig::default()).assemble(
         &registry.snapshot(),
         &Scope::all(),

@@ -195,6 +195,18 @@ impl TestDaemon {
         panic!("the daemon never became ready");
     }
 
+    /// Waits (bounded) until the first MCP server of `/v1/status` (the
+    /// fixture's test server) is ready, so its tools are in the catalog.
+    pub async fn first_mcp_ready(&self) {
+        for _ in 0..300 {
+            if self.get("/v1/status").await.1["mcp_servers"][0]["state"] == "ready" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the test MCP server never became ready");
+    }
+
     /// `GET path` with the token: (status, JSON body).
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let response = self

@@ -117,7 +117,7 @@ fn bench(c: &mut Criterion) {
         .block_on(Daemon::start(config.clone(), DaemonOptions::default()))
         .unwrap();
     let document = catalog_file::read(&catalog("mcp-popular.json")).unwrap();
-    catalog_file::register(daemon.registry(), std::slice::from_ref(&document));
+    catalog_file::register(daemon.registry(), [document]);
     let session = runtime
         .block_on(daemon.create_session(quiver_daemon::NewSession::default()))
         .unwrap();

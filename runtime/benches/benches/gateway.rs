@@ -46,7 +46,7 @@ fn bench(c: &mut Criterion) {
     let catalog = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/catalogs/mcp-popular.json");
     let document = quiver_catalog::catalog_file::read(&catalog).unwrap();
-    quiver_catalog::catalog_file::register(daemon.registry(), std::slice::from_ref(&document));
+    quiver_catalog::catalog_file::register(daemon.registry(), [document]);
     let grants = vec!["*".to_owned()];
 
     // stdio: the gateway's transport on a pipe.

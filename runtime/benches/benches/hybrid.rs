@@ -65,7 +65,7 @@ fn hybrid(c: &mut Criterion) {
     let document =
         catalog_file::read(&root().join("../shared/catalogs/openapi-saas.json")).unwrap();
     let registry = ToolRegistry::new();
-    catalog_file::register(&registry, std::slice::from_ref(&document));
+    catalog_file::register(&registry, [document]);
     let snapshot = registry.snapshot();
     assert_eq!(snapshot.len(), 5_712, "catalog changed");
 

@@ -119,7 +119,7 @@ fn main() {
         .map(|f| catalog_file::read(&dir.join(f)).expect("reference catalog is readable"))
         .collect();
     let registry = Arc::new(ToolRegistry::new());
-    catalog_file::register(&registry, &documents);
+    catalog_file::register(&registry, documents);
     let plugin = ToolSource::Plugin("dev".into());
     registry.set_source_tools(plugin.clone(), plugin_specs(0));
 

@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 
 use crate::background;
 use crate::bridge_tools::{self as bridge, TOOL_CALL, TOOL_DESCRIBE, TOOL_SEARCH};
-use crate::catalog::{Catalog, Retriever, SearchRun};
+use crate::catalog::{ArrangementKey, Catalog, Retriever, SearchRun};
 use crate::indexing::SegmentCache;
 use crate::listing::{self, Listing, ListingForm};
+use crate::query::{self, BoundedQuery};
 use crate::semantic::SemanticIndex;
 use crate::settings::ToolSearchConfig;
 use quiver_config::Switch;
@@ -33,7 +34,20 @@ use quiver_search::classic::Scored;
 use quiver_tool::registry::{RegistrySnapshot, ToolRegistry};
 use quiver_tool::scope::Scope;
 use quiver_tool::tokens;
-use quiver_tool::tool::function_definition;
+use quiver_tool::tool::{ToolSource, function_definition};
+
+/// The sources of `used` (sorted) that have a group in `catalog`: what an
+/// arrangement depends on, so that a session's call of a server outside
+/// its catalog does not make another arrangement of the same listing.
+fn present(catalog: &Catalog, used: &[ToolSource]) -> Vec<ToolSource> {
+    if used.is_empty() {
+        return Vec::new();
+    }
+    used.iter()
+        .filter(|source| catalog.groups().iter().any(|g| g.source() == *source))
+        .cloned()
+        .collect()
+}
 
 /// How much of the catalog the model sees directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -305,28 +319,41 @@ impl Assembler {
     /// change is searchable (on its first pass, before).
     pub fn arrange_ahead(&self, snapshot: &RegistrySnapshot) {
         let defer = self.config.enabled != Switch::Off;
-        let mut work: Vec<(Arc<Catalog>, Vec<u64>)> = Vec::new();
+        let mut work: Vec<(Arc<Catalog>, Vec<ArrangementKey>)> = Vec::new();
         {
             let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             for entry in cache.iter().filter(|e| {
                 e.key.registry_id == snapshot.registry_id()
                     && e.key.generation == snapshot.generation()
             }) {
-                let budgets = match entry.key.latest_before(&cache) {
-                    Some(previous) => previous.catalog.take_arranged_budgets(),
+                let keys = match entry.key.latest_before(&cache) {
+                    Some(previous) => previous.catalog.take_arrangements(),
                     None => self
                         .expected
                         .iter()
                         .find(|e| e.key == entry.key.scope && entry.key.defer == defer)
-                        .map(|e| e.budgets.clone())
+                        .map(|e| {
+                            e.budgets
+                                .iter()
+                                .map(|&budget_tokens| ArrangementKey {
+                                    budget_tokens,
+                                    preferred: Vec::new(),
+                                })
+                                .collect()
+                        })
                         .unwrap_or_default(),
                 };
-                work.push((entry.catalog.clone(), budgets));
+                work.push((entry.catalog.clone(), keys));
             }
         }
-        for (catalog, budgets) in work {
-            for budget in budgets {
-                catalog.arranged(budget, || self.arrange(&catalog, budget));
+        for (catalog, keys) in work {
+            for key in keys {
+                // A preferred source may be gone in this generation.
+                let key = ArrangementKey {
+                    preferred: present(&catalog, &key.preferred),
+                    ..key
+                };
+                catalog.arranged(&key, || self.arrange(&catalog, &key));
             }
         }
     }
@@ -460,13 +487,31 @@ impl Assembler {
         scope: &Scope,
         context_tokens: u64,
     ) -> Assembly {
+        self.assemble_preferring(snapshot, scope, context_tokens, &[])
+    }
+
+    /// Assembles what the model sees this turn in a session that has
+    /// called tools of `used` (servers and plugins, sorted): when not every
+    /// group can be described, theirs are described first.
+    pub fn assemble_preferring(
+        &self,
+        snapshot: &Arc<RegistrySnapshot>,
+        scope: &Scope,
+        context_tokens: u64,
+        used: &[ToolSource],
+    ) -> Assembly {
         let defer = self.config.enabled != Switch::Off;
         let catalog = self.catalog(snapshot, scope, defer);
         let budget_tokens = self.budget_tokens(context_tokens);
-        // The same catalog and budget always arrange the same way: every
-        // turn after the first at this generation, scope and context size
-        // reuses the arrangement (see [`Catalog::arranged`]).
-        let arranged = catalog.arranged(budget_tokens, || self.arrange(&catalog, budget_tokens));
+        // The same catalog, budget and preference always arrange the same
+        // way: every turn after the first at this generation, scope,
+        // context size and set of used servers reuses the arrangement (see
+        // [`Catalog::arranged`]).
+        let key = ArrangementKey {
+            budget_tokens,
+            preferred: present(&catalog, used),
+        };
+        let arranged = catalog.arranged(&key, || self.arrange(&catalog, &key));
         let savings = arranged.savings;
         metrics::histogram!("quiver_assembly_tool_tokens", "tool_search" => "without")
             .record(savings.tokens_without_tool_search as f64);
@@ -481,9 +526,9 @@ impl Assembler {
         }
     }
 
-    /// The tier, listing and tools array of `catalog` under a listing
-    /// budget of `budget_tokens`.
-    fn arrange(&self, catalog: &Catalog, budget_tokens: u64) -> Arranged {
+    /// The tier, listing and tools array of `catalog` for `key` (a
+    /// listing budget and the groups to describe first).
+    fn arrange(&self, catalog: &Catalog, key: &ArrangementKey) -> Arranged {
         let bridge = match self.config.enabled {
             Switch::Off => false,
             Switch::On => true,
@@ -506,7 +551,7 @@ impl Assembler {
             let listing = if self.config.listing == Switch::Off {
                 Listing::empty(catalog, ListingForm::Off)
             } else {
-                listing::plan(catalog, budget_tokens)
+                listing::plan_preferring(catalog, key.budget_tokens, &key.preferred)
             };
             let tier = if listing.lists_tools() {
                 Tier::Listed
@@ -805,23 +850,40 @@ impl Assembly {
         }
     }
 
-    /// BM25 search of the deferred catalog; `limit` defaults to
-    /// `search_default_limit` and is clamped to `1..=max_search_limit`.
-    pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
-        self.catalog
-            .search(query, self.config.effective_limit(limit))
+    /// The part of `query` that is searched: at most `max_query_chars`
+    /// characters and `max_query_words` distinct words (see
+    /// [`crate::query`]). Bounding a bounded query changes nothing.
+    pub fn bound_query<'q>(&self, query: &'q str) -> BoundedQuery<'q> {
+        query::bound(
+            query,
+            self.config.max_query_chars,
+            self.config.max_query_words,
+        )
     }
 
-    /// [`Assembly::search`], and which stages ran (see [`SearchRun`]).
+    /// Search of the deferred catalog for [`Assembly::bound_query`] of
+    /// `query`; `limit` defaults to `search_default_limit` and is clamped
+    /// to `1..=max_search_limit`.
+    pub fn search(&self, query: &str, limit: Option<i64>) -> Vec<Scored> {
+        self.catalog.search(
+            self.bound_query(query).text,
+            self.config.effective_limit(limit),
+        )
+    }
+
+    /// [`Assembly::search`] (of the bounded query), and which stages ran
+    /// (see [`SearchRun`]).
     pub fn search_run(&self, query: &str, limit: Option<i64>) -> (Vec<Scored>, SearchRun) {
-        self.catalog
-            .search_run(query, self.config.effective_limit(limit))
+        self.catalog.search_run(
+            self.bound_query(query).text,
+            self.config.effective_limit(limit),
+        )
     }
 
     /// Search with any `limit` (not clamped to `max_search_limit`), for
     /// evaluation.
     pub fn search_unclamped(&self, query: &str, limit: usize) -> Vec<Scored> {
-        self.catalog.search(query, limit)
+        self.catalog.search(self.bound_query(query).text, limit)
     }
 
     /// The assembly in the `quiver catalog assemble --json` shape.
@@ -1227,7 +1289,13 @@ mod tests {
         assert!(std::ptr::eq(
             turn.tools(),
             narrow
-                .arranged(small, || unreachable!("arranged by the pass"))
+                .arranged(
+                    &ArrangementKey {
+                        budget_tokens: small,
+                        preferred: Vec::new(),
+                    },
+                    || unreachable!("arranged by the pass")
+                )
                 .tools
                 .as_slice()
         ));

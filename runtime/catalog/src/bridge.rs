@@ -474,19 +474,25 @@ fn search_one(
     limit: Option<i64>,
     status: Option<&dyn quiver_tool::status::McpStatusView>,
 ) -> Value {
-    let (hits, run) = assembly.search_run(query, limit);
+    let bounded = assembly.bound_query(query);
+    let (hits, run) = assembly.search_run(bounded.text, limit);
     let matches: Vec<Value> = hits
         .iter()
         .map(|hit| match_json(&hit.tool, hit.score))
         .collect();
-    let mut out = json!({"query": query, "matches": matches});
+    // The model sent the query: a long one is repeated by its start only.
+    let echoed = crate::query::echo(query);
+    let mut out = json!({"query": echoed, "matches": matches});
+    if let Some(cut) = bounded.cut {
+        out["query_cut"] = json!(cut.note());
+    }
     // Which stages ranked them (`hybrid`, `lexical`), and a note when the
     // embedding stage is configured but did not rank every tool.
     if let (Some(out), Value::Object(run)) = (out.as_object_mut(), run.to_json()) {
         out.extend(run);
     }
     if hits.is_empty() {
-        let mut note = empty_result_note(assembly, query);
+        let mut note = empty_result_note(assembly, &echoed);
         if let Some(unavailable) = status.and_then(quiver_tool::status::unavailable_note) {
             note.push(' ');
             note.push_str(&unavailable);
@@ -648,7 +654,7 @@ fn describe_one(assembly: &Assembly, name: &str) -> Result<Value, BridgeError> {
         out["title"] = json!(title);
     }
     out["description"] = json!(tool.description());
-    out["input_schema"] = tool.input_schema().clone();
+    out["input_schema"] = tool.input_schema().value().clone();
     if let Some(metadata) = tool.metadata() {
         // The source's claims, said as such: what the tool does to the
         // world, and the shape of its structured result.

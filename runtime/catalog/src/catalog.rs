@@ -153,14 +153,26 @@ pub struct Catalog {
     previous: ArcSwapOption<Retriever>,
     /// Where its index takes unchanged sources' segments from.
     segments: Option<Arc<SegmentCache>>,
-    /// Its arrangements by listing budget, the latest made first (see
-    /// [`Catalog::arranged`]).
-    arranged: Mutex<Vec<(u64, Arc<Arranged>)>>,
+    /// Its arrangements by listing budget and preferred groups, the
+    /// latest made first (see [`Catalog::arranged`]).
+    arranged: Mutex<Vec<(ArrangementKey, Arc<Arranged>)>>,
 }
 
-/// Listing budgets whose arrangement a catalog keeps: sessions come in a
-/// few context sizes, and a catalog lives only until the next change.
-const ARRANGED_BUDGETS: usize = 8;
+/// What one arrangement of a catalog is made for: a listing budget, and
+/// the sources whose groups the listing describes first (the servers and
+/// plugins a session has called, those of this catalog, in order).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ArrangementKey {
+    /// The listing budget in tokens.
+    pub(crate) budget_tokens: u64,
+    /// The preferred sources, sorted.
+    pub(crate) preferred: Vec<ToolSource>,
+}
+
+/// Arrangements a catalog keeps: sessions come in a few context sizes and
+/// have called a few sets of servers, and a catalog lives only until the
+/// next change.
+const ARRANGED_BUDGETS: usize = 16;
 
 /// The index behind `tool_search`, of the configured mode.
 #[derive(Debug)]
@@ -607,23 +619,22 @@ impl Catalog {
         self
     }
 
-    /// This catalog's arrangement under a listing budget of
-    /// `budget_tokens`: the one made earlier, else the one `arrange` makes
-    /// (made outside the lock; two first assemblies may both make it, and
-    /// both are the same).
+    /// This catalog's arrangement for `key`: the one made earlier, else
+    /// the one `arrange` makes (made outside the lock; two first
+    /// assemblies may both make it, and both are the same).
     pub(crate) fn arranged(
         &self,
-        budget_tokens: u64,
+        key: &ArrangementKey,
         arrange: impl FnOnce() -> Arranged,
     ) -> Arc<Arranged> {
         let lock = || self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, arranged)) = lock().iter().find(|(b, _)| *b == budget_tokens) {
+        if let Some((_, arranged)) = lock().iter().find(|(k, _)| k == key) {
             return arranged.clone();
         }
         let arranged = Arc::new(arrange());
         let mut kept = lock();
-        if !kept.iter().any(|(b, _)| *b == budget_tokens) {
-            kept.insert(0, (budget_tokens, arranged.clone()));
+        if !kept.iter().any(|(k, _)| k == key) {
+            kept.insert(0, (key.clone(), arranged.clone()));
             kept.truncate(ARRANGED_BUDGETS);
         }
         arranged
@@ -634,16 +645,16 @@ impl Catalog {
     #[cfg(test)]
     pub(crate) fn arranged_budgets(&self) -> Vec<u64> {
         let kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.iter().map(|(budget, _)| *budget).collect()
+        kept.iter().map(|(key, _)| key.budget_tokens).collect()
     }
 
-    /// The listing budgets this catalog has been arranged for, letting the
-    /// arrangements go: once a later generation's catalog takes over, an
-    /// older one (kept in the assembler's cache for sessions still on it)
-    /// need not hold a listing per budget, tens of kilobytes each.
-    pub(crate) fn take_arranged_budgets(&self) -> Vec<u64> {
+    /// What this catalog has been arranged for, letting the arrangements
+    /// go: once a later generation's catalog takes over, an older one
+    /// (kept in the assembler's cache for sessions still on it) need not
+    /// hold a listing per budget, tens of kilobytes each.
+    pub(crate) fn take_arrangements(&self) -> Vec<ArrangementKey> {
         let mut kept = self.arranged.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.drain(..).map(|(budget, _)| budget).collect()
+        kept.drain(..).map(|(key, _)| key).collect()
     }
 
     /// The index over this catalog's own tools, if it is ready.

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use quiver_tool::registry::{RegistryReport, ToolRegistry};
+use quiver_tool::schema::Schema;
 use quiver_tool::tool::{ToolAnnotations, ToolMetadata, ToolSource, ToolSpec};
 
 /// A catalog file that cannot be used.
@@ -59,9 +59,10 @@ pub struct CatalogTool {
     /// Description (may be empty).
     #[serde(default)]
     pub description: String,
-    /// JSON Schema of the arguments.
-    #[serde(rename = "inputSchema", default = "empty_object_schema")]
-    pub input_schema: Value,
+    /// JSON Schema of the arguments, read one tool at a time into its
+    /// compact text (see [`Schema`]).
+    #[serde(rename = "inputSchema", default = "Schema::empty_object")]
+    pub input_schema: Schema,
     /// The underlying call the tool makes, if the catalog says (Gorilla's
     /// `api_call`); entries with the same call are one operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,10 +105,6 @@ impl CatalogTool {
     }
 }
 
-fn empty_object_schema() -> Value {
-    json!({"type": "object", "properties": {}})
-}
-
 /// A catalog file's contents (extra fields are ignored).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct CatalogDocument {
@@ -133,13 +130,17 @@ pub fn read(path: &Path) -> Result<CatalogDocument, CatalogFileError> {
 /// Registers every server of `documents` as an MCP source, with its title
 /// and description as the source's description, in one registry generation
 /// (two when descriptions change). A server name already used by an
-/// earlier document gets `_2`, `_3`… and a warning.
-pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<RegistryReport> {
+/// earlier document gets `_2`, `_3`… and a warning. The documents' names,
+/// descriptions and schemas move into the registry, not copied.
+pub fn register(
+    registry: &ToolRegistry,
+    documents: impl IntoIterator<Item = CatalogDocument>,
+) -> Vec<RegistryReport> {
     let mut used = BTreeSet::new();
     let mut sources = Vec::new();
     let mut descriptions = Vec::new();
     for document in documents {
-        for server in &document.servers {
+        for server in document.servers {
             let mut name = server.name.clone();
             let mut n = 2;
             while used.contains(&name) {
@@ -152,15 +153,12 @@ pub fn register(registry: &ToolRegistry, documents: &[CatalogDocument]) -> Vec<R
             used.insert(name.clone());
             let specs = server
                 .tools
-                .iter()
+                .into_iter()
                 .map(|t| {
-                    ToolSpec::new(
-                        t.name.clone(),
-                        t.description.clone(),
-                        t.input_schema.clone(),
-                    )
-                    .with_operation(t.api_call.clone())
-                    .with_metadata(t.metadata())
+                    let metadata = t.metadata();
+                    ToolSpec::new(t.name, t.description, t.input_schema)
+                        .with_operation(t.api_call)
+                        .with_metadata(metadata)
                 })
                 .collect();
             let description = match server.title.as_deref().map(str::trim) {
@@ -223,7 +221,7 @@ mod tests {
         let path = dir.path().join("catalog.json");
         std::fs::write(&path, text).unwrap();
         let registry = ToolRegistry::new();
-        register(&registry, &[read(&path).unwrap()]);
+        register(&registry, [read(&path).unwrap()]);
         registry
     }
 
@@ -288,7 +286,7 @@ mod tests {
 
         let dumped = dump(&registry);
         let again = ToolRegistry::new();
-        register(&again, &[dumped]);
+        register(&again, [dumped]);
         let round_trip = again.snapshot();
         for (before, after) in snapshot.groups()[0]
             .tools()

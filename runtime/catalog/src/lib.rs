@@ -6,7 +6,8 @@
 //! the [`settings`] of `tools.tool_search`, [`catalog_file`], the
 //! shared catalog format the CLI and benchmarks read, and [`indexing`], the
 //! per-source search segments built in the background, with [`semantic`],
-//! the optional embedding stage fused with them.
+//! the optional embedding stage fused with them, and [`query`], how much of
+//! a query is searched.
 //!
 //! ```
 //! use quiver_catalog::{assembly::Assembler, settings::ToolSearchConfig};
@@ -33,5 +34,6 @@ pub mod catalog;
 pub mod catalog_file;
 pub mod indexing;
 pub mod listing;
+pub mod query;
 pub mod semantic;
 pub mod settings;

@@ -8,13 +8,17 @@
 //! - summary: one line with the group name and its tool count.
 //!
 //! The forms are chosen on every assembly so that the listing fits the
-//! budget and keeps, first, the most tools with descriptions and then the
-//! most tools named. Both steps are exact 0/1 knapsacks solved by dynamic
-//! programming over the number of tools: first which groups go full (the
-//! others at their summary line, the cheapest form), then, in what is left,
-//! which of the remaining groups get their names. When even the summary
-//! lines do not fit, the listing keeps as many of them as fit, in name
-//! order, and ends with `and N more servers`.
+//! budget and never hides a tool it could name: a name is what lets a
+//! model call a tool without searching, and costs a tenth of a described
+//! line. First every group gets its names (the cheapest form that names
+//! its tools); when they do not all fit, the most tools named, an exact
+//! 0/1 knapsack solved by dynamic programming over the number of tools,
+//! and the others collapse to their summary lines. Then the room left buys
+//! descriptions, group by group: first the groups whose tools the session
+//! has called (see [`plan_preferring`]), then the smallest group first: a
+//! small server's few tools are described for the price of a few lines. When even the
+//! summary lines do not fit, the listing keeps as many of them as fit, in
+//! name order, and ends with `and N more servers`.
 //!
 //! Characters are additive, so each form's cost is computed without
 //! building text, and only the chosen forms are rendered.
@@ -25,6 +29,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogGroup};
 use quiver_tool::tokens;
+use quiver_tool::tool::ToolSource;
 
 /// How one group appears in the listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -351,6 +356,13 @@ fn greedy(by_density: &[usize], items: &[(u64, u64)], capacity: u64) -> Vec<usiz
 
 /// Chooses each group's form within `budget_tokens` and renders the listing.
 pub fn plan(catalog: &Catalog, budget_tokens: u64) -> Listing {
+    plan_preferring(catalog, budget_tokens, &[])
+}
+
+/// As [`plan`], describing the groups of `preferred` (the servers and
+/// plugins the session has called) before the others: a server a session
+/// works with is the one whose descriptions it needs.
+pub fn plan_preferring(catalog: &Catalog, budget_tokens: u64, preferred: &[ToolSource]) -> Listing {
     let groups = catalog.groups();
     if groups.is_empty() {
         return Listing::empty(catalog, ListingForm::None);
@@ -393,35 +405,40 @@ pub fn plan(catalog: &Catalog, budget_tokens: u64) -> Listing {
         );
     }
 
+    // Names first: every group's names when they all fit, else the most
+    // tools named (an exact knapsack over the room the summary lines leave).
     let room = capacity - base;
-    let full_items: Vec<(u64, u64)> = groups
-        .iter()
-        .zip(&summary)
-        .map(|(g, &s)| (full_chars(g).saturating_sub(s), g.tools().len() as u64))
-        .collect();
-    let full = knapsack(&full_items, room);
-    let mut left = room;
-    for &i in &full {
-        if let (Some(mode), Some(&(w, _))) = (modes.get_mut(i), full_items.get(i)) {
-            *mode = GroupMode::Full;
-            left -= w;
-        }
-    }
     let names_items: Vec<(u64, u64)> = groups
         .iter()
         .zip(&summary)
-        .zip(&modes)
-        .map(|((g, &s), mode)| {
-            if *mode == GroupMode::Full {
-                (u64::MAX, 0)
-            } else {
-                (names_chars(g).saturating_sub(s), g.tools().len() as u64)
-            }
-        })
+        .map(|(g, &s)| (names_chars(g).saturating_sub(s), g.tools().len() as u64))
         .collect();
-    for i in knapsack(&names_items, left) {
-        if let Some(mode) = modes.get_mut(i) {
+    let mut left = room;
+    for i in knapsack(&names_items, room) {
+        if let (Some(mode), Some(&(w, _))) = (modes.get_mut(i), names_items.get(i)) {
             *mode = GroupMode::Names;
+            left -= w;
+        }
+    }
+    // Then descriptions, in what is left: named groups go full one by
+    // one, those the session used first, then the smallest first (by
+    // tools, then listing order), each one that still fits.
+    let mut by_size: Vec<usize> = (0..groups.len())
+        .filter(|&i| modes.get(i) == Some(&GroupMode::Names))
+        .collect();
+    by_size.sort_by_key(|&i| {
+        let group = groups.get(i);
+        let used = group.is_some_and(|g| preferred.contains(g.source()));
+        (!used, group.map_or(0, |g| g.tools().len()), i)
+    });
+    for i in by_size {
+        let (Some(group), Some(mode)) = (groups.get(i), modes.get_mut(i)) else {
+            continue;
+        };
+        let extra = full_chars(group).saturating_sub(names_chars(group));
+        if extra <= left {
+            left -= extra;
+            *mode = GroupMode::Full;
         }
     }
     finish(catalog, modes, None)
@@ -624,6 +641,84 @@ mod tests {
         assert!(listing.tokens <= budget);
     }
 
+    /// Characters of `groups` in `mode`s, as the plan counts them.
+    fn cost(catalog: &Catalog, modes: &[GroupMode]) -> u64 {
+        catalog
+            .groups()
+            .iter()
+            .zip(modes)
+            .map(|(g, mode)| match mode {
+                GroupMode::Full => full_chars(g),
+                GroupMode::Names => names_chars(g),
+                GroupMode::Summary => summary_chars(g),
+                GroupMode::Omitted => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn every_name_comes_before_any_description() {
+        use GroupMode::{Full, Names, Summary};
+        let catalog = catalog(&[("a", 20), ("b", 20)]);
+        // Room for one server in full and the other summarised (20 tools
+        // described), but not for one in full and the other named: both
+        // servers' names win (40 tools named, none described).
+        let budget = cost(&catalog, &[Full, Summary]).div_ceil(4);
+        assert!(cost(&catalog, &[Full, Names]) > budget * 4);
+        let listing = plan(&catalog, budget);
+        assert_eq!(listing.form, ListingForm::Names, "{}", listing.text);
+        // A server is summarised only when its names do not fit.
+        let budget = cost(&catalog, &[Names, Summary]).div_ceil(4);
+        let got: Vec<GroupMode> = plan(&catalog, budget)
+            .groups
+            .iter()
+            .map(|g| g.mode)
+            .collect();
+        assert_eq!(got, [Names, Summary]);
+    }
+
+    #[test]
+    fn descriptions_go_to_the_smallest_servers_first() {
+        use GroupMode::{Full, Names};
+        // `big` sorts first, and describing it would describe more tools.
+        let catalog = catalog(&[("big", 40), ("mid", 10), ("small", 3)]);
+        let budget = cost(&catalog, &[Full, Names, Full]).div_ceil(4);
+        let got: Vec<GroupMode> = plan(&catalog, budget)
+            .groups
+            .iter()
+            .map(|g| g.mode)
+            .collect();
+        assert_eq!(got, [Names, Full, Full]);
+    }
+
+    #[test]
+    fn descriptions_go_to_the_servers_the_session_used_first() {
+        use GroupMode::{Full, Names};
+        let catalog = catalog(&[("big", 40), ("mid", 10), ("small", 3)]);
+        // Room for `big` in full and the others named: unpreferred, the
+        // two small ones are described instead.
+        let budget = cost(&catalog, &[Full, Names, Names]).div_ceil(4);
+        let modes = |preferred: &[ToolSource]| -> Vec<GroupMode> {
+            plan_preferring(&catalog, budget, preferred)
+                .groups
+                .iter()
+                .map(|g| g.mode)
+                .collect()
+        };
+        assert_eq!(modes(&[]), [Names, Full, Full]);
+        assert_eq!(
+            modes(&[ToolSource::Mcp("big".into())]),
+            [Full, Names, Names]
+        );
+        // The room left after the used server still goes smallest first.
+        assert_eq!(modes(&[ToolSource::Mcp("mid".into())]), [Names, Full, Full]);
+        // A plugin of the same name is another source.
+        assert_eq!(
+            modes(&[ToolSource::Plugin("big".into())]),
+            [Names, Full, Full]
+        );
+    }
+
     #[test]
     fn knapsack_is_exact_where_greedy_is_not() {
         // Greedy by density takes item 0 (value 6 for 5) and then nothing
@@ -695,7 +790,7 @@ mod tests {
     }
 
     #[test]
-    fn more_budget_never_lists_fewer_described_tools() {
+    fn more_budget_never_lists_fewer_named_or_described_tools() {
         let catalog = catalog(&[("a", 7), ("b", 30), ("c", 2), ("d", 90), ("e", 1)]);
         let described = |l: &Listing| -> usize {
             l.groups
@@ -704,11 +799,27 @@ mod tests {
                 .map(|g| g.tools)
                 .sum()
         };
-        let mut last = 0;
+        let named = |l: &Listing| -> usize {
+            l.groups
+                .iter()
+                .filter(|g| matches!(g.mode, GroupMode::Full | GroupMode::Names))
+                .map(|g| g.tools)
+                .sum()
+        };
+        let (mut last_described, mut last_named) = (0, 0);
         for budget in (0..3_000).step_by(11) {
-            let d = described(&plan(&catalog, budget));
-            assert!(d >= last, "budget {budget}: {d} < {last}");
-            last = d;
+            let listing = plan(&catalog, budget);
+            let (d, n) = (described(&listing), named(&listing));
+            assert!(n >= last_named, "budget {budget}: {n} named < {last_named}");
+            // Descriptions grow while the names stay the same; a budget
+            // that names one more server may describe fewer tools.
+            if n == last_named {
+                assert!(
+                    d >= last_described,
+                    "budget {budget}: {d} < {last_described}"
+                );
+            }
+            (last_described, last_named) = (d, n);
         }
     }
 }

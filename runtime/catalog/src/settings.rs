@@ -35,6 +35,10 @@ pub struct ToolSearchConfig {
     pub search_default_limit: usize,
     /// Largest `limit` honoured.
     pub max_search_limit: usize,
+    /// Most characters of a query that are searched (see [`crate::query`]).
+    pub max_query_chars: usize,
+    /// Most distinct words of a query that are searched.
+    pub max_query_words: usize,
     /// `auto`: the listing's budget is `min(threshold_pct% of context,
     /// listing_max_tokens)`; `on`: the budget is `listing_max_tokens`
     /// whatever the context; `off`: no listing, only the deferred count.
@@ -119,6 +123,8 @@ impl Default for ToolSearchConfig {
             threshold_pct: THRESHOLD_PCT.default_int() as u32,
             search_default_limit: SEARCH_DEFAULT_LIMIT.default_int() as usize,
             max_search_limit: MAX_SEARCH_LIMIT.default_int() as usize,
+            max_query_chars: MAX_QUERY_CHARS.default_int() as usize,
+            max_query_words: MAX_QUERY_WORDS.default_int() as usize,
             listing: Switch::Auto,
             listing_max_tokens: LISTING_MAX_TOKENS.default_int() as u64,
             eager: Vec::new(),
@@ -163,6 +169,20 @@ pub const SETTINGS: &[Setting] = &[
         50,
         20,
         "largest `limit` honoured; larger ones are clamped",
+    ),
+    Setting::int(
+        "tools.tool_search.max_query_chars",
+        16,
+        100000,
+        2000,
+        "a query is searched up to this many characters, cut after the last whole word that fits, and the answer says so (which repeats only a long query's first characters)",
+    ),
+    Setting::int(
+        "tools.tool_search.max_query_words",
+        1,
+        10000,
+        256,
+        "a query is searched up to this many distinct words (repeats do not count), cut there, and the answer says so",
     ),
     Setting {
         key: "tools.tool_search.listing",
@@ -242,6 +262,8 @@ const EMBEDDINGS_THREADS: &Setting = by_key(SETTINGS, "tools.tool_search.embeddi
 const THRESHOLD_PCT: &Setting = by_key(SETTINGS, "tools.tool_search.threshold_pct");
 const SEARCH_DEFAULT_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.search_default_limit");
 const MAX_SEARCH_LIMIT: &Setting = by_key(SETTINGS, "tools.tool_search.max_search_limit");
+const MAX_QUERY_CHARS: &Setting = by_key(SETTINGS, "tools.tool_search.max_query_chars");
+const MAX_QUERY_WORDS: &Setting = by_key(SETTINGS, "tools.tool_search.max_query_words");
 const LISTING_MAX_TOKENS: &Setting = by_key(SETTINGS, "tools.tool_search.listing_max_tokens");
 
 /// What a `tools...` key accepts (from [`SETTINGS`]); `None` for keys
@@ -274,6 +296,8 @@ pub struct RawToolSearch {
     threshold_pct: Option<Spanned<i64>>,
     search_default_limit: Option<Spanned<i64>>,
     max_search_limit: Option<Spanned<i64>>,
+    max_query_chars: Option<Spanned<i64>>,
+    max_query_words: Option<Spanned<i64>>,
     listing: Option<Switch>,
     listing_max_tokens: Option<Spanned<i64>>,
     eager: Option<Vec<Spanned<String>>>,
@@ -413,6 +437,20 @@ pub fn validate_tool_search(
         file,
         warnings,
     );
+    let max_query_chars = int_setting(
+        &raw_search.max_query_chars,
+        MAX_QUERY_CHARS,
+        MAX_QUERY_CHARS.key,
+        file,
+        warnings,
+    )?;
+    let max_query_words = int_setting(
+        &raw_search.max_query_words,
+        MAX_QUERY_WORDS,
+        MAX_QUERY_WORDS.key,
+        file,
+        warnings,
+    )?;
     let listing_max_tokens = int_setting(
         &raw_search.listing_max_tokens,
         LISTING_MAX_TOKENS,
@@ -452,6 +490,8 @@ pub fn validate_tool_search(
         threshold_pct: threshold_pct as u32,
         search_default_limit: search_default_limit as usize,
         max_search_limit: max_search_limit as usize,
+        max_query_chars: max_query_chars as usize,
+        max_query_words: max_query_words as usize,
         listing: raw_search.listing.unwrap_or(defaults.listing),
         listing_max_tokens: listing_max_tokens as u64,
         eager,

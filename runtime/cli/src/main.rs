@@ -532,7 +532,7 @@ fn catalog_eval(options: &EvalOptions<'_>) -> Result<()> {
             .unwrap_or_else(|| eval::catalog_path(file, &set));
         let document = catalog_file::read(&catalog_file)?;
         let registry = ToolRegistry::new();
-        catalog_file::register(&registry, std::slice::from_ref(&document));
+        catalog_file::register(&registry, [document]);
         let snapshot = registry.snapshot();
         let name = file
             .file_stem()
@@ -944,7 +944,7 @@ fn load_catalogs(
         documents.push(catalog_file::read(path)?);
     }
     let registry = ToolRegistry::new();
-    for entry in catalog_file::register(&registry, &documents) {
+    for entry in catalog_file::register(&registry, documents) {
         for refused in &entry.report.refused {
             eprintln!(
                 "warning: {}: tool `{}` refused: {}",

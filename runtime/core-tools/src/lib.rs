@@ -412,7 +412,7 @@ mod tests {
             ]
         );
         for spec in set.specs() {
-            let schema = &spec.input_schema;
+            let schema = spec.input_schema.value();
             assert_eq!(schema["additionalProperties"], false, "{}", spec.name);
             assert!(jsonschema::validator_for(schema).is_ok(), "{}", spec.name);
             for required in schema["required"].as_array().unwrap() {

@@ -549,15 +549,17 @@ impl Dispatcher {
         });
         match resolved {
             Ok(resolved) => {
-                if !assembly.catalog().is_eager(resolved.tool.name())
-                    && assembly.has_bridge()
-                    && !session.has_searched()
-                {
+                let deferred =
+                    !assembly.catalog().is_eager(resolved.tool.name()) && assembly.has_bridge();
+                if deferred && !session.has_searched() {
                     metrics::counter!(
                         "quiver_deferred_calls_without_search_total",
                         "source" => resolved.tool.source().kind()
                     )
                     .increment(1);
+                }
+                if deferred {
+                    session.note_used(resolved.tool.source());
                 }
                 self.run(DispatchCall::new(session.clone(), resolved))
                     .await
@@ -611,7 +613,7 @@ impl Dispatcher {
     /// the result for the model and to the feed event's detail.
     pub async fn run(&self, mut call: DispatchCall) -> Result<ToolOutput, DispatchError> {
         let coerced = if self.coerce {
-            coerce::coerce(call.tool.input_schema(), &mut call.arguments)
+            coerce::coerce(call.tool.input_schema().value(), &mut call.arguments)
         } else {
             Vec::new()
         };

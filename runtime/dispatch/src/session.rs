@@ -4,7 +4,7 @@
 //! is also narrowed to the parent's, so a tool that appears later in a
 //! toolset the parent lacks stays out of reach.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::broadcast;
@@ -13,6 +13,7 @@ use super::feed::{ActivityFeed, Event};
 use quiver_catalog::assembly::{Assembler, Assembly};
 use quiver_tool::registry::RegistrySnapshot;
 use quiver_tool::scope::Scope;
+use quiver_tool::tool::ToolSource;
 
 /// A session that cannot be created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,6 +45,9 @@ pub struct Session {
     /// this process): a deferred tool called before is a guess, which the
     /// metrics count.
     searched: std::sync::atomic::AtomicBool,
+    /// The servers and plugins whose deferred tools this session has
+    /// called (in this process): the listing describes them first.
+    used: Mutex<BTreeSet<ToolSource>>,
     /// Sees every event as it is recorded (see [`Session::set_observer`]).
     observer: Mutex<Option<EventObserver>>,
 }
@@ -73,6 +77,7 @@ impl Session {
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
             searched: std::sync::atomic::AtomicBool::new(false),
+            used: Mutex::new(BTreeSet::new()),
             observer: Mutex::new(None),
         })
     }
@@ -128,6 +133,7 @@ impl Session {
             events: Mutex::new(None),
             approved_tools: Mutex::new(HashSet::new()),
             searched: std::sync::atomic::AtomicBool::new(false),
+            used: Mutex::new(BTreeSet::new()),
             observer: Mutex::new(None),
         })
     }
@@ -141,6 +147,21 @@ impl Session {
     /// Whether the session ever searched or described the deferred tools.
     pub fn has_searched(&self) -> bool {
         self.searched.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Notes that the session called a deferred tool of `source`.
+    pub fn note_used(&self, source: &ToolSource) {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        if !used.contains(source) {
+            used.insert(source.clone());
+        }
+    }
+
+    /// The servers and plugins whose deferred tools the session has
+    /// called, sorted.
+    pub fn used_sources(&self) -> Vec<ToolSource> {
+        let used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        used.iter().cloned().collect()
     }
 
     /// The id.
@@ -223,14 +244,16 @@ impl Session {
         self.feed.publish(event);
     }
 
-    /// This turn's view for this session: assembled under its scope.
+    /// This turn's view for this session: assembled under its scope, the
+    /// listing describing the servers it has called first.
     pub fn assemble(
         &self,
         assembler: &Assembler,
         snapshot: &Arc<RegistrySnapshot>,
         context_tokens: u64,
     ) -> Assembly {
-        assembler.assemble(snapshot, &self.scope, context_tokens)
+        let used = self.used_sources();
+        assembler.assemble_preferring(snapshot, &self.scope, context_tokens, &used)
     }
 
     /// Approves `tool` for the rest of this session (any arguments).

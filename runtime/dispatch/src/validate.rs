@@ -98,8 +98,8 @@ impl ValidatorCache {
             return validator.clone();
         }
         // OpenAPI's `nullable: true` is read as JSON Schema's `[T, "null"]`.
-        let widened = crate::coerce::nullable_as_type(tool.input_schema());
-        let schema = widened.as_ref().unwrap_or(tool.input_schema());
+        let widened = crate::coerce::nullable_as_type(tool.input_schema().value());
+        let schema = widened.as_ref().unwrap_or(tool.input_schema().value());
         let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string()));
         self.entries
             .lock()
@@ -132,7 +132,7 @@ impl ValidatorCache {
             Err(InvalidArguments {
                 tool: tool.name().to_owned(),
                 problems,
-                schema: tool.input_schema().clone(),
+                schema: tool.input_schema().value().clone(),
             })
         }
     }

@@ -21,7 +21,7 @@ use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::{Notify, broadcast};
 
 use super::McpError;
-use super::config::{McpServerConfig, McpTransportConfig};
+use super::config::{McpServerConfig, McpTransportConfig, ToolFilter};
 use super::schema::{SchemaOutcome, normalise};
 use super::subscriptions::ResourceNotice;
 #[cfg(feature = "mcp-stdio")]
@@ -316,10 +316,20 @@ pub async fn list_tools(
             server: server.to_owned(),
             detail: e.to_string(),
         })?;
+    Ok(specs_from_listing(server, &config.tools, tools))
+}
+
+/// The specs of a server's `tools/list` answer (see [`list_tools`]): the
+/// tools `filter` allows, schemas normalised, unusable ones skipped.
+pub fn specs_from_listing(
+    server: &str,
+    filter: &ToolFilter,
+    tools: Vec<rmcp::model::Tool>,
+) -> Vec<ToolSpec> {
     let mut specs = Vec::with_capacity(tools.len());
     for tool in tools {
         let name = tool.name.as_ref();
-        if !config.tools.allows(name) {
+        if !filter.allows(name) {
             tracing::debug!(
                 server,
                 tool = name,
@@ -342,7 +352,7 @@ pub async fn list_tools(
         let metadata = tool_metadata(&tool);
         specs.push(ToolSpec::new(name, description, schema).with_metadata(metadata));
     }
-    Ok(specs)
+    specs
 }
 
 /// What an MCP tool says besides its name, description and input schema:

@@ -32,19 +32,17 @@ pub struct Manifest {
 /// A plugin tool as the registry holds it: title, hints and output schema
 /// go into the spec's [`ToolMetadata`].
 pub fn tool_spec(tool: &ToolManifest) -> ToolSpec {
-    ToolSpec::new(&tool.name, &tool.description, tool.input_schema.clone()).with_metadata(
-        ToolMetadata {
-            title: tool.title.clone(),
-            annotations: ToolAnnotations {
-                read_only_hint: tool.hints.read_only,
-                destructive_hint: tool.hints.destructive,
-                idempotent_hint: tool.hints.idempotent,
-                open_world_hint: tool.hints.open_world,
-            },
-            output_schema: tool.output_schema.clone(),
-            meta: None,
+    ToolSpec::new(&tool.name, &tool.description, &tool.input_schema).with_metadata(ToolMetadata {
+        title: tool.title.clone(),
+        annotations: ToolAnnotations {
+            read_only_hint: tool.hints.read_only,
+            destructive_hint: tool.hints.destructive,
+            idempotent_hint: tool.hints.idempotent,
+            open_world_hint: tool.hints.open_world,
         },
-    )
+        output_schema: tool.output_schema.clone(),
+        meta: None,
+    })
 }
 
 fn manifest(checked: PluginManifest) -> Manifest {

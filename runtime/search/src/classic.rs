@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::name_text::NameText;
 use quiver_tool::tool::Tool;
 
 /// BM25 term-frequency saturation.
@@ -60,6 +61,8 @@ pub struct ClassicSegment {
     postings: Vec<Vec<Posting>>,
     doc_len: Vec<u32>,
     total_len: u64,
+    /// Its tools' names for the substring fallback, made on first use.
+    names: std::sync::OnceLock<NameText>,
 }
 
 impl ClassicSegment {
@@ -92,7 +95,7 @@ impl ClassicSegment {
             }
             tokenize(tool.description(), &mut add);
             for parameter in tool.parameter_names() {
-                tokenize(parameter, &mut add);
+                tokenize(&parameter, &mut add);
             }
             doc_terms.sort_unstable();
             for run in doc_terms.chunk_by(|a, b| a == b) {
@@ -190,11 +193,6 @@ impl SearchIndex {
         self.segments.get(index)?.docs.get((doc - start) as usize)
     }
 
-    /// Every indexed tool, in catalog order.
-    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
-        self.segments.iter().flat_map(|s| s.docs.iter())
-    }
-
     /// BM25 scores of every tool for `query`, in catalog order.
     pub fn scores(&self, query: &str) -> Vec<f64> {
         let mut scores = vec![0.0; self.len()];
@@ -263,7 +261,18 @@ impl SearchIndex {
             })
             .collect();
         if ranked.is_empty() {
-            return name_substring_matches(self.tools(), query, limit, |_| true);
+            return segments_substring_matches(
+                self.segments
+                    .iter()
+                    .zip(&self.offsets)
+                    .map(|(segment, &start)| {
+                        let names = segment.names.get_or_init(|| NameText::build(&segment.docs));
+                        (start, segment.docs.as_slice(), names)
+                    }),
+                query,
+                limit,
+                |_| true,
+            );
         }
         ranked
     }
@@ -354,6 +363,39 @@ pub fn name_substring_matches<'a>(
         .collect()
 }
 
+/// [`name_substring_matches`] over segments: each segment's first
+/// catalog position, its tools and their [`NameText`], in catalog order.
+pub(crate) fn segments_substring_matches<'a>(
+    segments: impl IntoIterator<Item = (u32, &'a [Arc<Tool>], &'a NameText)>,
+    query: &str,
+    limit: usize,
+    allowed: impl Fn(u32) -> bool,
+) -> Vec<Scored> {
+    let needle = query.trim().to_lowercase();
+    let mut hits = Vec::new();
+    if needle.is_empty() || limit == 0 {
+        return hits;
+    }
+    for (start, docs, names) in segments {
+        names.each_match(docs, &needle, |local| {
+            let doc = start + local;
+            if allowed(doc)
+                && let Some(tool) = docs.get(local as usize)
+            {
+                hits.push(Scored {
+                    tool: tool.clone(),
+                    score: 0.0,
+                });
+            }
+            hits.len() < limit
+        });
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    hits
+}
+
 /// Length of the part of `tool`'s exposed name that its source adds:
 /// `mcp_<server>_`, else `mcp_`, else nothing.
 pub fn exposed_prefix_len(tool: &Tool) -> usize {
@@ -374,13 +416,55 @@ pub fn exposed_prefix_len(tool: &Tool) -> usize {
     0
 }
 
+/// Where lowercase ASCII `needle` occurs in ASCII `name`, ignoring case:
+/// the non-overlapping matches, left to right, as `str::match_indices`
+/// finds them in the lowercased name.
+fn ascii_matches<'a>(name: &'a str, needle: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let (name, needle) = (name.as_bytes(), needle.as_bytes());
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        if needle.is_empty() {
+            return None;
+        }
+        while from + needle.len() <= name.len() {
+            let at = from;
+            if name[at..at + needle.len()].eq_ignore_ascii_case(needle) {
+                from = at + needle.len();
+                return Some(at);
+            }
+            from += 1;
+        }
+        None
+    })
+}
+
 /// Whether `needle` (lowercase) occurs in `tool`'s own name, or in its
 /// exposed name other than wholly inside the prefix the source adds.
-fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
-    if tool.original_name().to_lowercase().contains(needle) {
+pub(crate) fn unprefixed_name_contains(tool: &Tool, needle: &str) -> bool {
+    let (own, exposed) = (tool.original_name(), tool.name());
+    // Lowercasing a character at most triples its bytes (`İ` → `i̇`
+    // adds half): a needle longer than that is in neither name, and a
+    // long query costs a length comparison per tool, not a search.
+    if needle.len() > 3 * own.len().max(exposed.len()) {
+        return false;
+    }
+    if needle.is_ascii() && own.is_ascii() && exposed.is_ascii() {
+        // A query of several words is in no name without a space (most
+        // names), which memchr tells at once.
+        if needle.contains(' ') && !own.contains(' ') && !exposed.contains(' ') {
+            return false;
+        }
+        // The same test without lowercasing copies of both names.
+        if ascii_matches(own, needle).next().is_some() {
+            return true;
+        }
+        let prefix = exposed_prefix_len(tool);
+        return ascii_matches(exposed, needle).any(|at| at + needle.len() > prefix);
+    }
+    if own.to_lowercase().contains(needle) {
         return true;
     }
-    let name = tool.name().to_lowercase();
+    let name = exposed.to_lowercase();
     let prefix = exposed_prefix_len(tool);
     name.match_indices(needle)
         .any(|(at, _)| at + needle.len() > prefix)

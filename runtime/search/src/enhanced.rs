@@ -52,7 +52,8 @@ use std::sync::Arc;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::classic::{Scored, best_first, idf, name_substring_matches};
+use crate::classic::{Scored, best_first, idf, segments_substring_matches};
+use crate::name_text::NameText;
 use quiver_tool::tool::Tool;
 
 /// The share of a result's score that a tool providing one of its
@@ -583,6 +584,8 @@ pub struct EnhancedSegment {
     /// The ids of the ASCII terms of [`MIN_EXTENSION_PREFIX`] letters or
     /// more, sorted by term, for the terms a query term begins.
     extension_terms: SortedTerms,
+    /// Its tools' names for the substring fallback, made on first use.
+    names: std::sync::OnceLock<NameText>,
 }
 
 impl std::fmt::Debug for EnhancedSegment {
@@ -607,11 +610,9 @@ fn exact_names(tool: &Tool) -> Vec<String> {
 
 fn parameter_text(tool: &Tool) -> String {
     let mut text = String::new();
-    if let Some(properties) = tool
-        .input_schema()
-        .get("properties")
-        .and_then(|p| p.as_object())
-    {
+    // Parsed for this build alone: the index keeps the words, not the tree.
+    let schema = tool.input_schema().parsed();
+    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
         for (name, schema) in properties {
             text.push_str(name);
             text.push(' ');
@@ -671,6 +672,7 @@ impl EnhancedSegment {
             prerequisites: HashMap::default(),
             same_operation: HashMap::default(),
             extension_terms: SortedTerms::default(),
+            names: std::sync::OnceLock::new(),
         };
         // (server, call) → (position in its server's list, tool).
         let mut operations: HashMap<(u32, &str), Vec<(u32, u32)>> = HashMap::default();
@@ -1307,10 +1309,6 @@ impl EnhancedIndex {
         self.segments.get(at)?.docs.get(local as usize)
     }
 
-    fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
-        self.segments.iter().flat_map(|s| s.docs.iter())
-    }
-
     fn start(&self, segment: usize) -> u32 {
         self.offsets.get(segment).copied().unwrap_or(0)
     }
@@ -1841,7 +1839,18 @@ impl EnhancedIndex {
             .collect();
         let ranked = best_first(hits, limit);
         if ranked.is_empty() {
-            return name_substring_matches(self.tools(), &text, limit, allowed);
+            return segments_substring_matches(
+                self.segments
+                    .iter()
+                    .zip(&self.offsets)
+                    .map(|(segment, &start)| {
+                        let names = segment.names.get_or_init(|| NameText::build(&segment.docs));
+                        (start, segment.docs.as_slice(), names)
+                    }),
+                &text,
+                limit,
+                allowed,
+            );
         }
         ranked
             .into_iter()

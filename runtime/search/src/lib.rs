@@ -8,5 +8,6 @@ pub mod classic;
 pub mod enhanced;
 #[cfg(feature = "eval")]
 pub mod eval;
+mod name_text;
 
 pub use classic::{Scored, SearchIndex};

@@ -11,6 +11,7 @@ pub mod integrity;
 pub mod naming;
 pub mod progress;
 pub mod registry;
+pub mod schema;
 pub mod scope;
 pub mod status;
 pub mod tokens;

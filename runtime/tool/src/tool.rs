@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::schema::Schema;
+
 /// Where a tool comes from. Core tools are never deferred; plugin and MCP
 /// tools are deferrable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,8 +60,9 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does.
     pub description: String,
-    /// JSON Schema of the arguments (an object schema).
-    pub input_schema: Value,
+    /// JSON Schema of the arguments (an object schema), as compact text
+    /// (see [`Schema`]).
+    pub input_schema: Schema,
     /// The underlying call this tool makes, when its source says (a
     /// catalog's `api_call`). Tools of one source that make the same call
     /// are entries for one operation: enhanced search returns it once.
@@ -198,12 +201,12 @@ impl ToolSpec {
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
-        input_schema: Value,
+        input_schema: impl Into<Schema>,
     ) -> Self {
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            input_schema,
+            input_schema: input_schema.into(),
             operation: None,
             metadata: None,
         }
@@ -302,8 +305,8 @@ impl Tool {
         &self.spec.description
     }
 
-    /// The JSON Schema of the arguments.
-    pub fn input_schema(&self) -> &Value {
+    /// The JSON Schema of the arguments (its tree: [`Schema::value`]).
+    pub fn input_schema(&self) -> &Schema {
         &self.spec.input_schema
     }
 
@@ -367,29 +370,30 @@ impl Tool {
         self.definition_chars
     }
 
-    /// Names of the top-level properties of the input schema.
-    pub fn parameter_names(&self) -> impl Iterator<Item = &str> {
+    /// Names of the top-level properties of the input schema (parsed for
+    /// the call, see [`Schema::parsed`]).
+    pub fn parameter_names(&self) -> Vec<String> {
         self.spec
             .input_schema
+            .parsed()
             .get("properties")
             .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|props| props.keys().map(String::as_str))
+            .map(|props| props.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Names listed in the schema's `required` array.
     pub fn required_parameters(&self) -> impl Iterator<Item = &str> {
-        self.spec
-            .input_schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flat_map(|req| req.iter().filter_map(Value::as_str))
+        self.spec.input_schema.required()
     }
 
     /// The OpenAI-style function definition the model is sent.
     pub fn definition(&self) -> Value {
-        function_definition(&self.name, &self.spec.description, &self.spec.input_schema)
+        function_definition(
+            &self.name,
+            &self.spec.description,
+            self.spec.input_schema.value(),
+        )
     }
 }
 
@@ -408,12 +412,13 @@ pub fn function_definition(name: &str, description: &str, parameters: &Value) ->
 
 /// The characters of [`function_definition`]'s JSON text, counted
 /// without building it: building it copies the whole schema, and a reload
-/// builds a tool for every changed spec.
-fn definition_chars(name: &str, description: &str, parameters: &Value) -> usize {
-    use crate::tokens::{json_chars, json_str_chars};
+/// builds a tool for every changed spec. The schema's part is the length
+/// of its text, which is what the serialiser writes.
+fn definition_chars(name: &str, description: &str, parameters: &Schema) -> usize {
+    use crate::tokens::json_str_chars;
     // Everything but the three values; key order does not change a length.
     const FRAME: &str = r#"{"type":"function","function":{"name":,"description":,"parameters":}}"#;
-    FRAME.len() + json_str_chars(name) + json_str_chars(description) + json_chars(parameters)
+    FRAME.len() + json_str_chars(name) + json_str_chars(description) + parameters.chars()
 }
 
 /// Words that end with a period without ending a sentence (compared
@@ -517,7 +522,8 @@ mod tests {
             ToolSource::Mcp("wetter".into()),
             &spec,
         );
-        let sent = function_definition(tool.name(), tool.description(), tool.input_schema());
+        let sent =
+            function_definition(tool.name(), tool.description(), tool.input_schema().value());
         assert_eq!(tool.definition_chars, sent.to_string().chars().count());
     }
 
@@ -612,7 +618,7 @@ mod tests {
             json!({"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]}),
         );
         let tool = Tool::new("t".into(), ToolSource::Core, &spec);
-        assert_eq!(tool.parameter_names().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(tool.parameter_names(), ["a", "b"]);
         assert_eq!(tool.required_parameters().collect::<Vec<_>>(), ["a"]);
     }
 

@@ -439,11 +439,8 @@ impl std::fmt::Debug for EnhancedIndex {
 
 fn parameter_text(tool: &Tool) -> String {
     let mut text = String::new();
-    if let Some(properties) = tool
-        .input_schema()
-        .get("properties")
-        .and_then(|p| p.as_object())
-    {
+    let schema = tool.input_schema().parsed();
+    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
         for (name, schema) in properties {
             text.push_str(name);
             text.push(' ');
