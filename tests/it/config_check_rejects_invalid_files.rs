@@ -79,7 +79,7 @@ fn unknown_key() {
         &file,
         "3:5",
         "tools.tool_search.enable",
-        "keys enabled, threshold_pct, search_default_limit, max_search_limit, listing, listing_max_tokens, eager, mode",
+        "keys enabled, threshold_pct, search_default_limit, max_search_limit, max_query_chars, max_query_words, listing, listing_max_tokens, eager, mode",
     );
     let (file, error) = rejected("tool:\n  tool_search: true\n");
     assert_names(&error, &file, "1:1", "tool", "key");
