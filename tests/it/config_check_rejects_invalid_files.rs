@@ -1,5 +1,5 @@
 //! Checks that `quiver config check FILE` exits non-zero for a wrong type,
-//! an unknown word or an unknown key, with an error naming the key, the
+//! an unknown word or an unknown key (the store section too), with an error naming the key, the
 //! file, the line and column, and the allowed values.
 
 use quiver_tests::{arg, quiver};
@@ -94,4 +94,36 @@ fn missing_file() {
     let output = quiver(&["config", "check", arg(&path)]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains(&path.display().to_string()));
+}
+
+#[test]
+fn store_mistakes_name_the_key_and_never_the_password() {
+    let (file, error) = rejected("store:\n  backend: postgress\n");
+    assert_names(&error, &file, "2:12", "store.backend", "sqlite, postgres");
+    assert!(error.contains("did you mean `postgres`"), "{error}");
+    let (file, error) = rejected("store:\n  backend: postgres\n");
+    assert_names(&error, &file, "2:12", "store.url", "a postgres:// URL");
+    let (file, error) = rejected("store:\n  backend: postgres\n  url: \"mysql://u:pw9@h/d\"\n");
+    assert_names(&error, &file, "3:8", "store.url", "a postgres:// URL");
+    assert!(
+        error.contains("`mysql://u@h/d` is not a postgres://"),
+        "{error}"
+    );
+    assert!(!error.contains("pw9"), "the password was shown: {error}");
+    let (file, error) = rejected("store:\n  lease_s: 0\n");
+    assert_names(
+        &error,
+        &file,
+        "2:12",
+        "store.lease_s",
+        "an integer from 1 to 3600",
+    );
+    let (file, error) = rejected("serve:\n  instance_id: \"bad id!\"\n");
+    assert_names(
+        &error,
+        &file,
+        "2:16",
+        "serve.instance_id",
+        "1 to 64 of [A-Za-z0-9._-]",
+    );
 }

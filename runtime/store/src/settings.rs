@@ -251,10 +251,16 @@ pub fn validate(
                     file,
                     url,
                     "store.url",
-                    format!(
-                        "`{}` is not a postgres:// or postgresql:// URL",
-                        redact(&expanded)
-                    ),
+                    match expanded.split_once("://") {
+                        Some((scheme, _)) => format!(
+                            "`{scheme}://{}` is not a postgres:// or postgresql:// URL",
+                            redact(&expanded)
+                        ),
+                        None => format!(
+                            "`{}` is not a URL (it has no scheme); a postgres:// or postgresql:// URL is needed",
+                            redact(&expanded)
+                        ),
+                    },
                 ));
             }
             Some(StoreUrl(expanded))
