@@ -874,10 +874,18 @@ impl Assembly {
     /// [`Assembly::search`] (of the bounded query), and which stages ran
     /// (see [`SearchRun`]).
     pub fn search_run(&self, query: &str, limit: Option<i64>) -> (Vec<Scored>, SearchRun) {
-        self.catalog.search_run(
-            self.bound_query(query).text,
-            self.config.effective_limit(limit),
-        )
+        self.search_bounded(&self.bound_query(query), limit)
+    }
+
+    /// [`Assembly::search_run`] of a query bounded already (the caller
+    /// also wants to know how it was cut).
+    pub fn search_bounded(
+        &self,
+        bounded: &BoundedQuery<'_>,
+        limit: Option<i64>,
+    ) -> (Vec<Scored>, SearchRun) {
+        self.catalog
+            .search_run(bounded.text, self.config.effective_limit(limit))
     }
 
     /// Search with any `limit` (not clamped to `max_search_limit`), for

@@ -475,7 +475,7 @@ fn search_one(
     status: Option<&dyn quiver_tool::status::McpStatusView>,
 ) -> Value {
     let bounded = assembly.bound_query(query);
-    let (hits, run) = assembly.search_run(bounded.text, limit);
+    let (hits, run) = assembly.search_bounded(&bounded, limit);
     let matches: Vec<Value> = hits
         .iter()
         .map(|hit| match_json(&hit.tool, hit.score))
