@@ -23,6 +23,35 @@ use crate::DaemonError;
 /// The file in the state directory that keeps the instance id.
 pub const INSTANCE_ID_FILE: &str = "instance-id";
 
+/// Where this instance listens, as recorded in the store: the configured
+/// address at start, the bound one once its socket is (the config may say
+/// port 0). Shared with the lease keeper, which registers it again.
+#[derive(Debug, Clone, Default)]
+pub struct ListenAddress(Arc<std::sync::Mutex<Option<String>>>);
+
+impl ListenAddress {
+    /// `address` until [`ListenAddress::set`].
+    pub fn new(address: Option<String>) -> ListenAddress {
+        ListenAddress(Arc::new(std::sync::Mutex::new(address)))
+    }
+
+    /// The address now.
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces it.
+    pub fn set(&self, address: String) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(address);
+    }
+}
+
 /// This process as an instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
@@ -166,25 +195,31 @@ pub async fn register(
         for gone in store.expire_leases(lease).await? {
             abandoned.extend(gone.abandoned);
         }
-        let holder = store.instances().await?.into_iter().find(|other| {
+    }
+    let instances = store.instances().await?;
+    if store.is_shared() {
+        // Another process that may be alive: another host's (its lease is
+        // still running), or a live one of this host.
+        let holder = instances.iter().find(|other| {
             other.id == instance.id
                 && other.stopped_ms.is_none()
-                && (other.host != instance.host || other.pid != instance.pid)
-                && (other.host != instance.host || process_alive(other.pid))
+                && (other.host != instance.host
+                    || (other.pid != instance.pid && process_alive(other.pid)))
         });
         if let Some(holder) = holder {
             return Err(DaemonError::InstanceIdInUse {
-                id: holder.id,
-                host: holder.host,
+                id: holder.id.clone(),
+                host: holder.host.clone(),
                 pid: holder.pid,
                 listening: holder
                     .listen
+                    .as_ref()
                     .map(|l| format!(", listening on {l}"))
                     .unwrap_or_default(),
             });
         }
     }
-    for other in store.instances().await? {
+    for other in instances {
         let gone = other.stopped_ms.is_none()
             && other.id != instance.id
             && other.host == instance.host
@@ -206,7 +241,7 @@ pub async fn keep_lease(
     store: Arc<dyn Store>,
     instance: Instance,
     lease: Duration,
-    listen: Option<String>,
+    listen: ListenAddress,
 ) {
     let every = (lease / 3).max(Duration::from_millis(100));
     let mut ticks = tokio::time::interval(every);
@@ -222,7 +257,7 @@ pub async fn keep_lease(
                 // pending approvals were abandoned. Back in.
                 tracing::warn!(instance = %instance.id, "this instance's lease had expired; registering again");
                 if let Err(error) = store
-                    .register_instance(&instance.record(listen.clone()))
+                    .register_instance(&instance.record(listen.get()))
                     .await
                 {
                     tracing::warn!(%error, "cannot register the instance again");

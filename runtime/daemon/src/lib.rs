@@ -369,6 +369,8 @@ pub struct Daemon {
     state_dir: PathBuf,
     store: Arc<dyn Store>,
     instance: Instance,
+    /// Where it listens, as the store records it.
+    listen: instance::ListenAddress,
     registry: Arc<ToolRegistry>,
     plugins: Arc<PluginHost>,
     mcp: Arc<McpHost>,
@@ -754,9 +756,10 @@ impl Daemon {
         telemetry::set_instance(&instance.id);
         telemetry::handle();
         let store = quiver_store::open(&config.store, &state_dir).await?;
-        let listen = options.primary.then(|| config.serve.listen.to_string());
+        let listen =
+            instance::ListenAddress::new(options.primary.then(|| config.serve.listen.to_string()));
         let abandoned =
-            instance::register(&*store, &instance, listen.clone(), config.store.lease).await?;
+            instance::register(&*store, &instance, listen.get(), config.store.lease).await?;
         if !abandoned.is_empty() {
             tracing::warn!(instance = %instance.id, ?abandoned, "approvals left waiting by this instance's last run are abandoned");
         }
@@ -827,7 +830,7 @@ impl Daemon {
                 store.clone(),
                 instance.clone(),
                 store_config.lease,
-                listen,
+                listen.clone(),
             )));
         }
         tokio::spawn(announce_definition_changes(
@@ -840,6 +843,7 @@ impl Daemon {
             state_dir,
             store,
             instance,
+            listen,
             registry,
             plugins,
             mcp,
@@ -1144,8 +1148,9 @@ impl Daemon {
     /// config may say port 0). Called before anything is served, so
     /// registering again abandons nothing of this run.
     pub async fn listening_on(&self, address: String) -> Result<(), DaemonError> {
+        self.listen.set(address);
         self.store
-            .register_instance(&self.instance.record(Some(address)))
+            .register_instance(&self.instance.record(self.listen.get()))
             .await?;
         Ok(())
     }
