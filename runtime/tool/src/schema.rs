@@ -39,7 +39,7 @@ impl Schema {
     /// The schema of `value`, which is dropped: the tree is parsed again
     /// from the text if someone needs it.
     pub fn new(value: &Value) -> Schema {
-        let required = required_of(value);
+        let required = required_list(value.get("required"));
         Schema(Arc::new(Inner {
             // Writing a `Value` to a string cannot fail: its keys are strings.
             text: serde_json::to_string(value).unwrap_or_default().into(),
@@ -89,7 +89,7 @@ impl Schema {
     fn from_compact(text: String) -> Schema {
         let required = required_names(&text).unwrap_or_else(|| {
             let value: Value = serde_json::from_str(&text).unwrap_or_default();
-            required_of(&value)
+            required_list(value.get("required"))
         });
         Schema(Arc::new(Inner {
             text: text.into(),
@@ -109,12 +109,8 @@ impl Schema {
     }
 }
 
-/// The string names of `value`'s `required` array.
-fn required_of(value: &Value) -> Box<[Box<str>]> {
-    required_list(value.get("required"))
-}
-
-/// The strings of a `required` entry (none unless it is an array).
+/// The strings of a schema's `required` entry (none unless it is an
+/// array).
 fn required_list(required: Option<&Value>) -> Box<[Box<str>]> {
     required
         .and_then(Value::as_array)
@@ -125,7 +121,7 @@ fn required_list(required: Option<&Value>) -> Box<[Box<str>]> {
         .collect()
 }
 
-/// [`required_of`] read off an object's text, building only its
+/// [`required_list`] read off an object's text, building only its
 /// `required` entry's tree; `None` when the text is not a plain object
 /// (not an object, or `required` given twice), for the caller to parse.
 fn required_names(text: &str) -> Option<Box<[Box<str>]>> {
