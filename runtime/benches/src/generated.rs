@@ -289,3 +289,21 @@ pub fn generate_catalog(servers: usize, tools_per_server: usize) -> CatalogDocum
         .collect();
     CatalogDocument { servers }
 }
+
+/// A `tools`-tool server's `tools/list` answer as rmcp reads it off the
+/// wire: the generated catalog's first server (at most 600 tools).
+pub fn mcp_listing(tools: usize) -> Vec<rmcp::model::Tool> {
+    generate_catalog(1, tools)
+        .servers
+        .into_iter()
+        .flat_map(|server| server.tools)
+        .filter_map(|tool| {
+            serde_json::from_value(json!({
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": tool.input_schema,
+            }))
+            .ok()
+        })
+        .collect()
+}

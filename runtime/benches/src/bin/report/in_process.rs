@@ -111,25 +111,6 @@ fn steps(set: &CatalogSet, runs: usize) -> Steps {
     }
 }
 
-/// A 200-tool server's `tools/list` answer as rmcp reads it off the wire:
-/// the generated catalog's first server.
-fn listing() -> Vec<rmcp::model::Tool> {
-    let document = quiver_benches::generated::generate_catalog(1, 200);
-    document
-        .servers
-        .into_iter()
-        .flat_map(|server| server.tools)
-        .filter_map(|tool| {
-            serde_json::from_value(serde_json::json!({
-                "name": tool.name,
-                "description": tool.description,
-                "inputSchema": tool.input_schema,
-            }))
-            .ok()
-        })
-        .collect()
-}
-
 /// The steps a connecting server's listing takes to the registry: the
 /// specs made from the answer (`specs_from_listing`), the integrity
 /// review that pins them (first sight, `accept_new`), and the registry's
@@ -141,7 +122,7 @@ struct ListingSteps {
 }
 
 fn mcp_listing(registry: &ToolRegistry, runs: usize) -> ListingSteps {
-    let tools = listing();
+    let tools = quiver_benches::generated::mcp_listing(200);
     let filter = ToolFilter::default();
     let mut measured = Vec::new();
     for round in 0..runs.max(1) * 10 {
